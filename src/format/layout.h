@@ -1,0 +1,55 @@
+// Weight layouts: how the blocks of a quantized matrix are arranged in the file.
+// A tensor states its layout; readers never guess it. Repacking functions are pure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "format/dtype.h"
+
+namespace kestrel {
+
+// Values are stored in files: never renumber, only append.
+enum class Layout : uint32_t {
+  kPlain = 0,    // row-major; each row is a run of blocks
+  kQ4_0x4 = 1,   // Q4_0, 4 rows interleaved per tile (docs/vqf.md)
+  kQ8_0x8 = 2,   // Q8_0, 8 rows interleaved per tile (docs/vqf.md)
+};
+inline constexpr uint32_t kLayoutCount = 3;
+
+// Header bitfield: bit (1 << layout) is set when any tensor uses that layout.
+inline constexpr uint32_t LayoutFlag(Layout l) { return 1u << static_cast<uint32_t>(l); }
+inline constexpr uint32_t kKnownLayoutFlags = (1u << kLayoutCount) - 1;
+
+const char* LayoutName(Layout l);
+std::optional<Layout> LayoutFromName(std::string_view name);
+bool IsKnownLayout(uint32_t raw);
+
+// Rows interleaved in one tile (1 for plain), and the dtype a tiled layout requires.
+int LayoutTileRows(Layout l);
+// Bytes of interleaved quant data each row contributes per chunk within a tile's block group.
+int LayoutChunkBytes(Layout l);
+std::optional<DType> LayoutRequiredDType(Layout l);
+
+// Checks that a (dtype, layout, shape) combination is representable; shape is
+// {columns, rows, ...} with columns the contiguous dimension (GGUF order).
+absl::Status CheckLayoutFits(DType t, Layout l, int64_t columns, int64_t rows);
+
+// Byte size of a 2-D matrix of `rows` x `columns` in the given dtype and layout (same for every layout).
+size_t MatrixBytes(DType t, int64_t columns, int64_t rows);
+
+// Tiled layouts. In a tile of R rows (R = LayoutTileRows), block column b is stored as a group:
+// the R fp16 scales of the rows' blocks, then their quant bytes interleaved in chunks of
+// C = LayoutChunkBytes bytes: chunk k of row r lands at offset (k * R + r) * C.
+// Tiles follow one another; within a tile, block columns ascend.
+void RepackPlainToTiled(Layout l, const void* plain, void* tiled, int64_t columns, int64_t rows);
+void RepackTiledToPlain(Layout l, const void* tiled, void* plain, int64_t columns, int64_t rows);
+
+// Dequantizes row `row` of a matrix in any layout into f32 (used for embeddings and checks).
+void DequantizeMatrixRow(DType t, Layout l, const void* data, int64_t columns, int64_t row,
+                         float* out);
+
+}  // namespace kestrel
