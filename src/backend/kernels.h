@@ -1,0 +1,59 @@
+// The kernel table every backend fills. The decoder calls kernels only through this table, so it
+// never knows which ISA runs; backends compute and never parse files.
+#pragma once
+
+#include <cstdint>
+
+#include "format/dtype.h"
+#include "format/layout.h"
+#include "format/model_config.h"
+
+namespace kestrel {
+
+// A weight matrix as stored: `rows` output features of `columns` inputs each.
+struct MatrixView {
+  DType dtype = DType::kF32;
+  Layout layout = Layout::kPlain;
+  const void* data = nullptr;
+  int64_t columns = 0;
+  int64_t rows = 0;
+};
+
+// Activations for one product: n_tokens rows of `columns` f32 values (stride `columns`), and, when
+// the weights are block-quantized, the same rows quantized to Q8_0 (columns / 32 blocks per row).
+struct Activations {
+  const float* f32 = nullptr;
+  const BlockQ8_0* q8_0 = nullptr;
+  int64_t n_tokens = 0;
+  int64_t columns = 0;
+};
+
+struct KernelTable {
+  // Quantizes n values (a multiple of 32) to Q8_0 blocks, as QuantizeRowQ8_0 does.
+  void (*quantize_q8_0)(const float* x, BlockQ8_0* out, int64_t n);
+  // y[t * y_stride + r] = dot(W row r, x row t) for r in [row_begin, row_end) and every token t.
+  // Quantized weights use x.q8_0 with integer block dot products: per block,
+  // sum_i(w_i * a_i) in int32, then acc += float(sum) * (d_w * d_a), blocks in ascending order.
+  // Float weights use x.f32, accumulating in f32 in ascending column order.
+  // row_begin and row_end must be multiples of the layout's tile rows (or equal `rows`).
+  void (*matmul)(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
+                 int64_t row_end);
+  // out = x / sqrt(mean(x^2) + eps) * weight (out may alias x).
+  void (*rmsnorm)(const float* x, const float* weight, float* out, int64_t n, float eps);
+  // Rotates n_heads heads of head_dim values at position `pos`. inv_freq holds head_dim/2 values.
+  void (*rope)(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style);
+  // In-place softmax over n values (max-subtracted; each exp divided by the sum).
+  void (*softmax)(float* x, int64_t n);
+  // gate[i] = silu(gate[i]) * up[i].
+  void (*silu_mul)(float* gate, const float* up, int64_t n);
+  // One query head over cached positions 0..n_positions-1:
+  // scores = q . k_t / score_divisor (sqrt(head_dim)); softmax; out = sum_t p_t v_t.
+  // k and v rows are `kv_stride` elements apart, stored as f32 or f16 (kv_dtype); scores has room
+  // for n_positions floats.
+  void (*attention)(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+                    int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
+  // Reads one row of an embedding matrix as f32 (any dtype and layout the backend accepts).
+  void (*embedding_row)(const MatrixView& w, int64_t row, float* out);
+};
+
+}  // namespace kestrel

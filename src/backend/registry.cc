@@ -1,0 +1,38 @@
+// The registry: the list of compiled backends and the selection rule.
+#include "backend/registry.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace kestrel {
+
+namespace generic {
+const Backend& GetBackend();
+}
+
+const std::vector<const Backend*>& CompiledBackends() {
+  static const std::vector<const Backend*> backends = {&generic::GetBackend()};
+  return backends;
+}
+
+absl::StatusOr<const Backend*> SelectBackend(const std::string& name) {
+  const Backend* best = nullptr;
+  std::string known;
+  for (const Backend* b : CompiledBackends()) {
+    absl::StrAppend(&known, known.empty() ? "" : ", ", b->name);
+    if (name.empty() || name == "auto") {
+      if (b->cpu_supports() && (best == nullptr || b->priority > best->priority)) best = b;
+    } else if (name == b->name) {
+      if (!b->cpu_supports()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("backend '", name, "' is compiled in but this CPU lacks the features it needs"));
+      }
+      return b;
+    }
+  }
+  if (best == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown backend '", name, "' (compiled in: ", known, ")"));
+  }
+  return best;
+}
+
+}  // namespace kestrel

@@ -1,0 +1,45 @@
+// Writes a SourceModel into a VQF file, choosing each tensor's dtype and layout by the rule in
+// docs/vqf.md ("Conversion rule"), streaming one tensor at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "convert/source_model.h"
+#include "format/dtype.h"
+#include "format/layout.h"
+
+namespace kestrel::convert {
+
+enum class LayoutChoice { kPlain, kTiled };
+
+struct ConvertOptions {
+  DType type = DType::kF32;  // requested dtype for matrices
+  LayoutChoice layout = LayoutChoice::kPlain;
+  // Called after each tensor with (tensors done, tensor count, bytes written so far).
+  std::function<void(size_t, size_t, uint64_t)> progress;
+};
+
+struct TensorEncoding {
+  DType dtype;
+  Layout layout;
+  std::string reason;  // why it differs from what was requested, empty when it does not
+};
+
+// The documented rule: 1-D tensors (norms, biases) stay f32; a matrix whose row length is not a
+// multiple of 32 falls back from q8_0/q4_0 to f16; a tiled layout is used only when the dtype has
+// one and the row count fills whole tiles, else plain.
+TensorEncoding ChooseEncoding(const SourceTensor& tensor, const ConvertOptions& options);
+
+struct ConvertSummary {
+  size_t tensors = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+};
+
+absl::Status ConvertModel(const SourceModel& model, const std::string& output_path, const ConvertOptions& options,
+                          ConvertSummary* summary);
+
+}  // namespace kestrel::convert

@@ -1,0 +1,116 @@
+// Model loading: every tensor the architecture needs is looked up, shape-checked and checked
+// against what the chosen backend can read, so a session never meets a surprise.
+#include "decoder/model.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace kestrel {
+
+absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
+  const auto start = std::chrono::steady_clock::now();
+  std::unique_ptr<Model> m(new Model());
+  auto backend = SelectBackend(options.backend);
+  if (!backend.ok()) return backend.status();
+  m->backend_ = *backend;
+  auto file = VqfFile::Open(path);
+  if (!file.ok()) return file.status();
+  m->file_ = std::move(*file);
+  auto config = ModelConfig::FromMetadata(m->file_->metadata());
+  if (!config.ok()) return absl::Status(config.status().code(), absl::StrCat(path, ": ", config.status().message()));
+  m->config_ = *config;
+  auto tok_data = TokenizerData::FromMetadata(m->file_->metadata());
+  if (!tok_data.ok()) return absl::Status(tok_data.status().code(), absl::StrCat(path, ": ", tok_data.status().message()));
+  auto tokenizer = Tokenizer::Create(*tok_data);
+  if (!tokenizer.ok()) return absl::Status(tokenizer.status().code(), absl::StrCat(path, ": ", tokenizer.status().message()));
+  m->tokenizer_ = std::move(*tokenizer);
+  if (m->tokenizer_->vocab_size() > m->config_.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": tokenizer has ", m->tokenizer_->vocab_size(),
+                                                   " tokens but the model's vocabulary is ", m->config_.vocab_size));
+  }
+  if (auto s = m->Resolve(); !s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  const int half = m->config_.head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    m->rope_inv_freq_.push_back(
+        1.0f / std::pow(m->config_.rope_theta, static_cast<float>(2 * i) / static_cast<float>(m->config_.head_dim)));
+  }
+  m->load_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return m;
+}
+
+absl::Status Model::Resolve() {
+  const ModelConfig& c = config_;
+  const int64_t q_dim = int64_t{c.n_heads} * c.head_dim, kv_dim = int64_t{c.n_kv_heads} * c.head_dim;
+  auto find = [&](const std::string& name, std::vector<int64_t> dims) -> absl::StatusOr<const TensorInfo*> {
+    const TensorInfo* t = file_->Find(name);
+    if (t == nullptr) return absl::NotFoundError(absl::StrCat("tensor '", name, "' is missing"));
+    if (t->dims != dims) {
+      auto str = [](const std::vector<int64_t>& d) {
+        std::string s;
+        for (size_t i = 0; i < d.size(); ++i) absl::StrAppend(&s, i ? "x" : "", d[i]);
+        return s;
+      };
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' has shape ", str(t->dims), ", expected ", str(dims)));
+    }
+    return t;
+  };
+  auto vector = [&](const std::string& name, int64_t n, const float** out) -> absl::Status {
+    auto t = find(name, {n});
+    if (!t.ok()) return t.status();
+    if ((*t)->dtype != DType::kF32) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", name, "' must be f32, found ", DTypeName((*t)->dtype)));
+    }
+    *out = reinterpret_cast<const float*>((*t)->data);
+    return absl::OkStatus();
+  };
+  auto matrix = [&](const std::string& name, int64_t columns, int64_t rows, MatrixView* out) -> absl::Status {
+    auto t = find(name, {columns, rows});
+    if (!t.ok()) return t.status();
+    if (!backend_->accepts((*t)->dtype, (*t)->layout)) {
+      return absl::FailedPreconditionError(absl::StrCat("backend '", backend_->name, "' cannot read tensor '", name, "' (",
+                                                        DTypeName((*t)->dtype), ", layout ", LayoutName((*t)->layout), ")"));
+    }
+    *out = MatrixView{(*t)->dtype, (*t)->layout, (*t)->data, columns, rows};
+    return absl::OkStatus();
+  };
+#define KESTREL_TRY(expr)                  \
+  do {                                     \
+    if (auto _s = (expr); !_s.ok()) return _s; \
+  } while (0)
+  KESTREL_TRY(matrix("token_embd.weight", c.dim, c.vocab_size, &token_embeddings_));
+  for (int l = 0; l < c.n_layers; ++l) {
+    LayerWeights w;
+    const std::string p = absl::StrCat("blk.", l, ".");
+    KESTREL_TRY(vector(p + "attn_norm.weight", c.dim, &w.attn_norm));
+    KESTREL_TRY(matrix(p + "attn_q.weight", c.dim, q_dim, &w.q));
+    KESTREL_TRY(matrix(p + "attn_k.weight", c.dim, kv_dim, &w.k));
+    KESTREL_TRY(matrix(p + "attn_v.weight", c.dim, kv_dim, &w.v));
+    KESTREL_TRY(matrix(p + "attn_output.weight", q_dim, c.dim, &w.attn_output));
+    if (c.qkv_bias) {
+      KESTREL_TRY(vector(p + "attn_q.bias", q_dim, &w.q_bias));
+      KESTREL_TRY(vector(p + "attn_k.bias", kv_dim, &w.k_bias));
+      KESTREL_TRY(vector(p + "attn_v.bias", kv_dim, &w.v_bias));
+    }
+    if (c.qk_norm) {
+      KESTREL_TRY(vector(p + "attn_q_norm.weight", c.head_dim, &w.q_norm));
+      KESTREL_TRY(vector(p + "attn_k_norm.weight", c.head_dim, &w.k_norm));
+    }
+    KESTREL_TRY(vector(p + "ffn_norm.weight", c.dim, &w.ffn_norm));
+    KESTREL_TRY(matrix(p + "ffn_gate.weight", c.dim, c.ffn_dim, &w.gate));
+    KESTREL_TRY(matrix(p + "ffn_up.weight", c.dim, c.ffn_dim, &w.up));
+    KESTREL_TRY(matrix(p + "ffn_down.weight", c.ffn_dim, c.dim, &w.down));
+    layers_.push_back(w);
+  }
+  KESTREL_TRY(vector("output_norm.weight", c.dim, &output_norm_));
+  if (c.tied_embeddings) {
+    output_ = token_embeddings_;
+  } else {
+    KESTREL_TRY(matrix("output.weight", c.dim, c.vocab_size, &output_));
+  }
+#undef KESTREL_TRY
+  return absl::OkStatus();
+}
+
+}  // namespace kestrel

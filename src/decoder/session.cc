@@ -1,0 +1,326 @@
+// The transformer forward pass (Llama, Qwen2, Qwen3), composed from backend kernels.
+#include "decoder/session.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace kestrel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+bool EnvFlag(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && v[0] != '\0' && std::strcmp(v, "0") != 0;
+}
+
+// FNV-1a over the logits' bytes, for one-line comparisons across runs, backends and machines.
+uint64_t Fnv1a(const void* data, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  const auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+}  // namespace
+
+const char* TimingRoleName(TimingRole role) {
+  switch (role) {
+    case TimingRole::kQkv: return "qkv";
+    case TimingRole::kAttentionOutput: return "attn_output";
+    case TimingRole::kGateUp: return "gate_up";
+    case TimingRole::kDown: return "down";
+    case TimingRole::kLmHead: return "lm_head";
+    case TimingRole::kAttention: return "attention";
+    case TimingRole::kOther: return "other";
+    case TimingRole::kCount: break;
+  }
+  return "?";
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, const SessionOptions& options) {
+  if (options.kv_dtype != DType::kF32 && options.kv_dtype != DType::kF16) {
+    return absl::InvalidArgumentError("KV cache type must be f32 or f16");
+  }
+  if (options.context_length < 0 || options.context_length > model.config().context_length) {
+    return absl::InvalidArgumentError(absl::StrCat("context length ", options.context_length, " is outside [0, ",
+                                                   model.config().context_length, "] (0 = the model's)"));
+  }
+  if (options.n_threads < 0 || options.n_threads > 256) {
+    return absl::InvalidArgumentError(absl::StrCat("thread count ", options.n_threads, " is outside [0, 256]"));
+  }
+  if (options.batch_size < 1 || options.batch_size > 4096) {
+    return absl::InvalidArgumentError(absl::StrCat("batch size ", options.batch_size, " is outside [1, 4096]"));
+  }
+  int n_threads = options.n_threads;
+  if (n_threads == 0) n_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
+  std::unique_ptr<Session> s(new Session(model, options, n_threads));
+  return s;
+}
+
+Session::Session(const Model& model, const SessionOptions& options, int n_threads)
+    : model_(model), options_(options), pool_(n_threads) {
+  const ModelConfig& c = model.config();
+  context_length_ = options.context_length > 0 ? options.context_length : c.context_length;
+  dump_logits_ = EnvFlag("KESTREL_DUMP_LOGITS");
+  if (EnvFlag("KESTREL_CHECK_FINITE")) options_.check_finite = true;
+  const size_t b = static_cast<size_t>(options.batch_size);
+  const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim, kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
+  x_.resize(b * c.dim);
+  xn_.resize(b * c.dim);
+  q_.resize(b * q_dim);
+  k_.resize(b * kv_dim);
+  v_.resize(b * kv_dim);
+  attn_.resize(b * q_dim);
+  proj_.resize(b * c.dim);
+  gate_.resize(b * c.ffn_dim);
+  up_.resize(b * c.ffn_dim);
+  logits_.resize(static_cast<size_t>(c.vocab_size));
+  scores_.resize(static_cast<size_t>(n_threads) * context_length_);
+  const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
+  qx_.resize(b * (widest / kQuantBlockSize + 1));
+  const size_t kv_bytes = static_cast<size_t>(c.n_layers) * context_length_ * kv_dim * DTypeBlockBytes(options.kv_dtype);
+  k_cache_.resize(kv_bytes);
+  v_cache_.resize(kv_bytes);
+}
+
+absl::Status Session::Truncate(int32_t n_keep) {
+  if (n_keep < 0 || n_keep > position_) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot keep ", n_keep, " positions: the session holds ", position_));
+  }
+  position_ = n_keep;
+  return absl::OkStatus();
+}
+
+absl::Status Session::Eval(const int32_t* tokens, size_t n, bool decode) {
+  if (n == 0) return absl::InvalidArgumentError("no tokens to evaluate");
+  if (n > static_cast<size_t>(context_length_ - position_)) {
+    return absl::OutOfRangeError(absl::StrCat(n, " tokens do not fit: ", position_, " of ", context_length_,
+                                              " context positions are used"));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= model_.config().vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("token id ", tokens[i], " at index ", i,
+                                                     " is outside the vocabulary of ", model_.config().vocab_size));
+    }
+  }
+  const auto start = Clock::now();
+  const int32_t batch = options_.batch_size;
+  for (size_t done = 0; done < n;) {
+    const int32_t chunk = static_cast<int32_t>(std::min<size_t>(batch, n - done));
+    const bool last = done + chunk == n;
+    if (auto s = Forward(tokens + done, chunk, last); !s.ok()) return s;
+    done += chunk;
+  }
+  if (decode) {
+    timings_.decode_seconds += Since(start);
+    timings_.decode_tokens += static_cast<int64_t>(n);
+  } else {
+    timings_.prefill_seconds += Since(start);
+    timings_.prefill_tokens += static_cast<int64_t>(n);
+  }
+  if (dump_logits_) {
+    const int32_t vocab = model_.config().vocab_size;
+    int32_t top1 = 0, top2 = vocab > 1 ? 1 : 0;
+    if (vocab > 1 && logits_[1] > logits_[0]) std::swap(top1, top2);
+    for (int32_t i = 2; i < vocab; ++i) {
+      if (logits_[i] > logits_[top1]) {
+        top2 = top1;
+        top1 = i;
+      } else if (logits_[i] > logits_[top2]) {
+        top2 = i;
+      }
+    }
+    std::fprintf(stderr, "[kestrel] logits pos=%d fnv1a=%016llx top1=%d (%.6f) top2=%d (%.6f) margin=%.6f backend=%s\n",
+                 position_ - 1, static_cast<unsigned long long>(Fnv1a(logits_.data(), logits_.size() * 4)), top1,
+                 logits_[top1], top2, logits_[top2], logits_[top1] - logits_[top2], model_.backend().name);
+  }
+  return absl::OkStatus();
+}
+
+void Session::PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize) {
+  input_ = Activations{x, nullptr, n, columns};
+  if (quantize) {
+    const int64_t blocks = columns / kQuantBlockSize;
+    for (int32_t t = 0; t < n; ++t) {
+      model_.backend().kernels->quantize_q8_0(x + t * columns, qx_.data() + t * blocks, columns);
+    }
+    input_.q8_0 = qx_.data();
+  }
+}
+
+void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
+  const auto start = Clock::now();
+  const KernelTable& k = *model_.backend().kernels;
+  const Activations& x = input_;
+  pool_.Run([&](int i, int parts) {
+    const auto [begin, end] = SplitRange(w.rows, i, parts, LayoutTileRows(w.layout));
+    if (begin < end) k.matmul(w, x, y, w.rows, begin, end);
+  });
+  (void)n;
+  timings_.role_seconds[static_cast<size_t>(role)] += Since(start);
+}
+
+absl::Status Session::CheckFinite(const float* values, int64_t count, int layer, const char* op) const {
+  if (!options_.check_finite) return absl::OkStatus();
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(values[i])) {
+      return absl::DataLossError(absl::StrCat("non-finite value (", values[i], ") at index ", i, " of ", op,
+                                              layer >= 0 ? absl::StrCat(" in layer ", layer) : std::string(),
+                                              " on backend '", model_.backend().name, "'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Session::ReportStats(int layer, const char* stage, const float* x, int32_t position) const {
+  static const bool dump = EnvFlag("KESTREL_DUMP_LAYERS");
+  if (options_.layer_stats == nullptr && !dump) return;
+  const int32_t dim = model_.config().dim;
+  LayerStats s{layer, stage, position, 0.0f, 0.0f, 0};
+  double ss = 0.0;
+  for (int32_t i = 0; i < dim; ++i) {
+    if (!std::isfinite(x[i])) {
+      ++s.non_finite;
+      continue;
+    }
+    s.max_abs = std::max(s.max_abs, std::fabs(x[i]));
+    ss += static_cast<double>(x[i]) * x[i];
+  }
+  s.rms = static_cast<float>(std::sqrt(ss / dim));
+  if (options_.layer_stats != nullptr) options_.layer_stats(s, options_.layer_stats_user_data);
+  if (dump) {
+    std::fprintf(stderr, "[kestrel] layer=%d stage=%s pos=%d max_abs=%.6g rms=%.6g non_finite=%lld\n", layer, stage,
+                 position, s.max_abs, s.rms, static_cast<long long>(s.non_finite));
+  }
+}
+
+absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits) {
+  const ModelConfig& c = model_.config();
+  const KernelTable& k = *model_.backend().kernels;
+  const int64_t dim = c.dim, hd = c.head_dim;
+  const int64_t q_dim = int64_t{c.n_heads} * hd, kv_dim = int64_t{c.n_kv_heads} * hd;
+  const int32_t group = c.n_heads / c.n_kv_heads;
+  const size_t kv_elem = DTypeBlockBytes(options_.kv_dtype);
+  const int32_t pos0 = position_;
+  const float score_divisor = std::sqrt(static_cast<float>(hd));
+  auto other_start = Clock::now();
+  auto other_done = [&] { timings_.role_seconds[static_cast<size_t>(TimingRole::kOther)] += Since(other_start); };
+
+  for (int32_t t = 0; t < n; ++t) k.embedding_row(model_.token_embeddings(), tokens[t], x_.data() + t * dim);
+  other_done();
+
+  for (int layer = 0; layer < c.n_layers; ++layer) {
+    const LayerWeights& w = model_.layers()[layer];
+    other_start = Clock::now();
+    for (int32_t t = 0; t < n; ++t) k.rmsnorm(x_.data() + t * dim, w.attn_norm, xn_.data() + t * dim, dim, c.norm_eps);
+    PrepareInput(xn_.data(), n, dim, IsBlockQuantized(w.q.dtype) || IsBlockQuantized(w.k.dtype) ||
+                                         IsBlockQuantized(w.v.dtype));
+    other_done();
+    Linear(w.q, n, q_.data(), TimingRole::kQkv);
+    Linear(w.k, n, k_.data(), TimingRole::kQkv);
+    Linear(w.v, n, v_.data(), TimingRole::kQkv);
+    if (auto s = CheckFinite(q_.data(), n * q_dim, layer, "attn_q matmul"); !s.ok()) return s;
+    if (auto s = CheckFinite(k_.data(), n * kv_dim, layer, "attn_k matmul"); !s.ok()) return s;
+    if (auto s = CheckFinite(v_.data(), n * kv_dim, layer, "attn_v matmul"); !s.ok()) return s;
+
+    other_start = Clock::now();
+    uint8_t* k_layer = k_cache_.data() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
+    uint8_t* v_layer = v_cache_.data() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
+    for (int32_t t = 0; t < n; ++t) {
+      float* q = q_.data() + t * q_dim;
+      float* kk = k_.data() + t * kv_dim;
+      float* vv = v_.data() + t * kv_dim;
+      if (w.q_bias != nullptr) {
+        for (int64_t i = 0; i < q_dim; ++i) q[i] += w.q_bias[i];
+        for (int64_t i = 0; i < kv_dim; ++i) kk[i] += w.k_bias[i];
+        for (int64_t i = 0; i < kv_dim; ++i) vv[i] += w.v_bias[i];
+      }
+      if (w.q_norm != nullptr) {
+        for (int32_t h = 0; h < c.n_heads; ++h) k.rmsnorm(q + h * hd, w.q_norm, q + h * hd, hd, c.norm_eps);
+        for (int32_t h = 0; h < c.n_kv_heads; ++h) k.rmsnorm(kk + h * hd, w.k_norm, kk + h * hd, hd, c.norm_eps);
+      }
+      k.rope(q, c.n_heads, hd, pos0 + t, model_.rope_inv_freq().data(), c.rope_style);
+      k.rope(kk, c.n_kv_heads, hd, pos0 + t, model_.rope_inv_freq().data(), c.rope_style);
+      const size_t at = static_cast<size_t>(pos0 + t) * kv_dim;
+      if (options_.kv_dtype == DType::kF16) {
+        auto* kd = reinterpret_cast<uint16_t*>(k_layer) + at;
+        auto* vd = reinterpret_cast<uint16_t*>(v_layer) + at;
+        for (int64_t i = 0; i < kv_dim; ++i) {
+          kd[i] = Fp32ToFp16(kk[i]);
+          vd[i] = Fp32ToFp16(vv[i]);
+        }
+      } else {
+        std::memcpy(reinterpret_cast<float*>(k_layer) + at, kk, kv_dim * sizeof(float));
+        std::memcpy(reinterpret_cast<float*>(v_layer) + at, vv, kv_dim * sizeof(float));
+      }
+    }
+    other_done();
+
+    // Attention: every (token, head) pair is independent; causal over positions 0..pos0+t.
+    const auto attention_start = Clock::now();
+    const int64_t pairs = int64_t{n} * c.n_heads;
+    pool_.Run([&](int i, int parts) {
+      const auto [begin, end] = SplitRange(pairs, i, parts, 1);
+      float* scores = scores_.data() + static_cast<size_t>(i) * context_length_;
+      for (int64_t p = begin; p < end; ++p) {
+        const int32_t t = static_cast<int32_t>(p / c.n_heads);
+        const int32_t h = static_cast<int32_t>(p % c.n_heads);
+        const size_t kv_offset = static_cast<size_t>(h / group) * hd * kv_elem;
+        k.attention(q_.data() + t * q_dim + h * hd, k_layer + kv_offset, v_layer + kv_offset, options_.kv_dtype, kv_dim,
+                    pos0 + t + 1, hd, score_divisor, scores, attn_.data() + t * q_dim + h * hd);
+      }
+    });
+    timings_.role_seconds[static_cast<size_t>(TimingRole::kAttention)] += Since(attention_start);
+    if (auto s = CheckFinite(attn_.data(), n * q_dim, layer, "attention"); !s.ok()) return s;
+
+    other_start = Clock::now();
+    PrepareInput(attn_.data(), n, q_dim, IsBlockQuantized(w.attn_output.dtype));
+    other_done();
+    Linear(w.attn_output, n, proj_.data(), TimingRole::kAttentionOutput);
+    if (auto s = CheckFinite(proj_.data(), n * dim, layer, "attn_output matmul"); !s.ok()) return s;
+    other_start = Clock::now();
+    for (int64_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
+    ReportStats(layer, "attention", x_.data() + (n - 1) * dim, pos0 + n - 1);
+
+    for (int32_t t = 0; t < n; ++t) k.rmsnorm(x_.data() + t * dim, w.ffn_norm, xn_.data() + t * dim, dim, c.norm_eps);
+    PrepareInput(xn_.data(), n, dim, IsBlockQuantized(w.gate.dtype) || IsBlockQuantized(w.up.dtype));
+    other_done();
+    Linear(w.gate, n, gate_.data(), TimingRole::kGateUp);
+    Linear(w.up, n, up_.data(), TimingRole::kGateUp);
+    if (auto s = CheckFinite(gate_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_gate matmul"); !s.ok()) return s;
+    if (auto s = CheckFinite(up_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_up matmul"); !s.ok()) return s;
+    other_start = Clock::now();
+    k.silu_mul(gate_.data(), up_.data(), int64_t{n} * c.ffn_dim);
+    PrepareInput(gate_.data(), n, c.ffn_dim, IsBlockQuantized(w.down.dtype));
+    other_done();
+    Linear(w.down, n, proj_.data(), TimingRole::kDown);
+    if (auto s = CheckFinite(proj_.data(), n * dim, layer, "ffn_down matmul"); !s.ok()) return s;
+    other_start = Clock::now();
+    for (int64_t i = 0; i < n * dim; ++i) x_[i] += proj_[i];
+    ReportStats(layer, "ffn", x_.data() + (n - 1) * dim, pos0 + n - 1);
+    other_done();
+  }
+  position_ += n;
+  if (!want_logits) return absl::OkStatus();
+
+  other_start = Clock::now();
+  float* last = x_.data() + (n - 1) * dim;
+  k.rmsnorm(last, model_.output_norm(), xn_.data(), dim, c.norm_eps);
+  ReportStats(-1, "final_norm", xn_.data(), position_ - 1);
+  PrepareInput(xn_.data(), 1, dim, IsBlockQuantized(model_.output().dtype));
+  other_done();
+  Linear(model_.output(), 1, logits_.data(), TimingRole::kLmHead);
+  return CheckFinite(logits_.data(), c.vocab_size, -1, "lm_head matmul");
+}
+
+}  // namespace kestrel

@@ -1,0 +1,92 @@
+// A decoding session: KV cache, scratch buffers and worker threads for one conversation.
+// A session borrows its model (which must outlive it) and is used by one thread at a time.
+// All buffers are allocated at creation: evaluating a token allocates nothing.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "decoder/model.h"
+#include "decoder/thread_pool.h"
+
+namespace kestrel {
+
+// Where time goes, accumulated over the session (seconds).
+enum class TimingRole { kQkv, kAttentionOutput, kGateUp, kDown, kLmHead, kAttention, kOther, kCount };
+const char* TimingRoleName(TimingRole role);
+
+struct SessionTimings {
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t prefill_tokens = 0, decode_tokens = 0;
+  std::array<double, static_cast<size_t>(TimingRole::kCount)> role_seconds{};
+};
+
+// Statistics of a hidden state for the layer-dump diagnostic.
+struct LayerStats {
+  int32_t layer;      // -1 for the final norm
+  const char* stage;  // "attention", "ffn" or "final_norm"
+  int32_t position;   // token position the statistics describe (the batch's last token)
+  float max_abs;
+  float rms;
+  int64_t non_finite;
+};
+using LayerStatsCallback = void (*)(const LayerStats& stats, void* user_data);
+
+struct SessionOptions {
+  int32_t context_length = 0;  // 0: the model's
+  int32_t n_threads = 0;       // 0: hardware threads (at most 8)
+  DType kv_dtype = DType::kF32;  // f32 or f16
+  int32_t batch_size = 64;     // prompt tokens per prefill step
+  bool check_finite = false;   // stop at the first kernel output with a NaN or Inf
+  LayerStatsCallback layer_stats = nullptr;
+  void* layer_stats_user_data = nullptr;
+};
+
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const Model& model, const SessionOptions& options);
+
+  // Appends tokens at the current position (prefill in batches when n > 1) and computes the
+  // logits of the last one. Errors: empty input, a token outside the vocabulary, the context
+  // would overflow (nothing is evaluated then), or a non-finite value under check_finite.
+  // `decode` marks one-token steps of generation for the timings (prompts count as prefill).
+  absl::Status Eval(const int32_t* tokens, size_t n, bool decode = false);
+  const float* logits() const { return logits_.data(); }
+  int32_t vocab_size() const { return model_.config().vocab_size; }
+  int32_t position() const { return position_; }
+  int32_t context_length() const { return context_length_; }
+  int32_t n_threads() const { return pool_.size(); }
+  // Forgets positions >= n_keep (0 forgets everything).
+  absl::Status Truncate(int32_t n_keep);
+  void Reset() { position_ = 0; }
+  const SessionTimings& timings() const { return timings_; }
+  void ResetTimings() { timings_ = SessionTimings{}; }
+  const Model& model() const { return model_; }
+
+ private:
+  Session(const Model& model, const SessionOptions& options, int n_threads);
+  absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
+  // y[n][w.rows] = W x, split over threads by rows; x must have been prepared by PrepareInput.
+  void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
+  void PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize);
+  absl::Status CheckFinite(const float* values, int64_t count, int layer, const char* op) const;
+  void ReportStats(int layer, const char* stage, const float* x, int32_t position) const;
+
+  const Model& model_;
+  SessionOptions options_;
+  ThreadPool pool_;
+  int32_t context_length_;
+  int32_t position_ = 0;
+  SessionTimings timings_;
+  bool dump_logits_ = false;
+
+  std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_, scores_;
+  std::vector<BlockQ8_0> qx_;
+  std::vector<uint8_t> k_cache_, v_cache_;
+  Activations input_;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,55 @@
+// A pool of persistent workers for data-parallel loops. The calling thread takes part, so a pool
+// of N threads starts N-1 workers. Dispatch allocates nothing.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <type_traits>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace kestrel {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int n_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+  // Calls fn(thread_index, n_threads) once on each thread and returns when all are done.
+  // `fn` must not call Run recursively. Takes any callable by reference: no allocation.
+  template <typename Fn>
+  void Run(Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    RunRaw([](void* ctx, int i, int n) { (*static_cast<F*>(ctx))(i, n); }, const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+  void RunRaw(void (*fn)(void*, int, int), void* ctx);
+
+ private:
+  void WorkerLoop(int index);
+
+  int n_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mutex_;
+  std::condition_variable start_cv_, done_cv_;
+  void (*job_)(void*, int, int) = nullptr;
+  void* job_ctx_ = nullptr;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+};
+
+// Splits [0, n) into `parts` contiguous ranges aligned to `align` (except the end) and returns
+// range `part`.
+inline std::pair<int64_t, int64_t> SplitRange(int64_t n, int part, int parts, int64_t align) {
+  const int64_t units = (n + align - 1) / align;
+  const int64_t begin = units * part / parts * align;
+  const int64_t end = units * (part + 1) / parts * align;
+  return {begin < n ? begin : n, end < n ? end : n};
+}
+
+}  // namespace kestrel
