@@ -1,0 +1,142 @@
+// Microbenchmarks of every kernel of every backend usable on this CPU, generated from the
+// registry so that no backend ships unbenchmarked. Matrix-vector products report GB/s of weights
+// streamed; matrix-matrix products report GOPS (2 * rows * columns * tokens per call).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/registry.h"
+#include "format/dtype.h"
+#include "format/layout.h"
+
+namespace kestrel {
+namespace {
+
+struct MatrixFixture {
+  std::vector<uint8_t> bytes;
+  MatrixView view;
+  std::vector<float> x;
+  std::vector<BlockQ8_0> xq;
+};
+
+MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int64_t columns, int64_t rows, int64_t tokens) {
+  MatrixFixture f;
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> row(columns);
+  const size_t row_bytes = DTypeRowBytes(dtype, columns);
+  std::vector<uint8_t> plain(row_bytes * rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    EncodeRow(dtype, row.data(), plain.data() + r * row_bytes, columns);
+  }
+  if (layout == Layout::kPlain) {
+    f.bytes = std::move(plain);
+  } else {
+    f.bytes.resize(plain.size());
+    RepackPlainToTiled(layout, plain.data(), f.bytes.data(), columns, rows);
+  }
+  f.view = MatrixView{dtype, layout, f.bytes.data(), columns, rows};
+  f.x.resize(columns * tokens);
+  for (auto& v : f.x) v = dist(rng);
+  if (IsBlockQuantized(dtype)) {
+    f.xq.resize(columns / 32 * tokens);
+    for (int64_t t = 0; t < tokens; ++t) k.quantize_q8_0(f.x.data() + t * columns, f.xq.data() + t * columns / 32, columns);
+  }
+  return f;
+}
+
+void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
+                 int64_t tokens) {
+  const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens);
+  const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns};
+  std::vector<float> y(rows * tokens);
+  for (auto _ : state) {
+    b->kernels->matmul(f.view, x, y.data(), rows, 0, rows);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double calls = static_cast<double>(state.iterations());
+  if (tokens == 1) {
+    state.counters["GB/s"] = benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
+  }
+  state.counters["GOPS"] = benchmark::Counter(calls * 2.0 * columns * rows * tokens / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
+  std::vector<float> x(n, 0.5f);
+  std::vector<BlockQ8_0> q(n / 32);
+  for (auto _ : state) {
+    b->kernels->quantize_q8_0(x.data(), q.data(), n);
+    benchmark::DoNotOptimize(q.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
+}
+
+void BenchRmsnorm(benchmark::State& state, const Backend* b, int64_t n) {
+  std::vector<float> x(n, 0.5f), w(n, 1.0f), out(n);
+  for (auto _ : state) {
+    b->kernels->rmsnorm(x.data(), w.data(), out.data(), n, 1e-6f);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+void BenchAttention(benchmark::State& state, const Backend* b, int64_t positions) {
+  const int64_t head_dim = 128, stride = 1024;
+  std::vector<float> q(head_dim, 0.1f), kv(positions * stride, 0.01f), scores(positions), out(head_dim);
+  for (auto _ : state) {
+    b->kernels->attention(q.data(), kv.data(), kv.data(), DType::kF32, stride, positions, head_dim, 11.3f, scores.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
+void BenchSoftmaxSilu(benchmark::State& state, const Backend* b, int64_t n) {
+  std::vector<float> x(n, 0.3f), up(n, 1.0f);
+  for (auto _ : state) {
+    b->kernels->silu_mul(x.data(), up.data(), n);
+    b->kernels->softmax(x.data(), n);
+    benchmark::DoNotOptimize(x.data());
+  }
+}
+
+void RegisterAll() {
+  struct Case {
+    DType dtype;
+    Layout layout;
+  };
+  const Case cases[] = {{DType::kQ4_0, Layout::kPlain}, {DType::kQ4_0, Layout::kQ4_0x4}, {DType::kQ8_0, Layout::kPlain},
+                        {DType::kQ8_0, Layout::kQ8_0x8}, {DType::kF16, Layout::kPlain},  {DType::kF32, Layout::kPlain}};
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) continue;
+    const std::string prefix = std::string(b->name) + "/";
+    for (const Case& c : cases) {
+      if (!b->accepts(c.dtype, c.layout)) continue;
+      const std::string name = std::string(DTypeName(c.dtype)) + "_" + LayoutName(c.layout);
+      // Qwen3-1.7B shapes: attention projections and the FFN down projection.
+      benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x2048").c_str(), BenchMatmul, b, c.dtype, c.layout,
+                                   2048, 2048, 1)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/6144x2048").c_str(), BenchMatmul, b, c.dtype, c.layout,
+                                   6144, 2048, 1)->Unit(benchmark::kMicrosecond);
+      benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64").c_str(), BenchMatmul, b, c.dtype,
+                                   c.layout, 2048, 2048, 64)->Unit(benchmark::kMillisecond);
+    }
+    benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
+    benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
+    benchmark::RegisterBenchmark((prefix + "silu_mul_softmax/6144").c_str(), BenchSoftmaxSilu, b, 6144);
+    benchmark::RegisterBenchmark((prefix + "attention_f32/512").c_str(), BenchAttention, b, 512)->Unit(benchmark::kMicrosecond);
+  }
+}
+
+}  // namespace
+}  // namespace kestrel
+
+int main(int argc, char** argv) {
+  kestrel::RegisterAll();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

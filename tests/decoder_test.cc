@@ -1,0 +1,226 @@
+// Unit tests of the decoder's parts: the llama2.c tokenizer, UTF-8 holding, the sampler, the
+// thread pool and the registry.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <set>
+
+#include "backend/registry.h"
+#include "convert/source_model.h"
+#include "decoder/sampler.h"
+#include "decoder/thread_pool.h"
+#include "test_support.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel {
+namespace {
+
+std::unique_ptr<Tokenizer> StoriesTokenizer() {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  const std::string tok = testing::SharedPath("models/stories260K/tok512.bin");
+  if (bin.empty() || tok.empty()) return nullptr;
+  auto model = convert::LoadLlama2C(bin, tok);
+  REQUIRE(model.ok());
+  auto t = Tokenizer::Create(model->tokenizer);
+  REQUIRE(t.ok());
+  return std::move(*t);
+}
+
+#define REQUIRE_SHARED(ptr)                                                              \
+  if (!(ptr)) {                                                                          \
+    if (std::getenv("KESTREL_ALLOW_MISSING_SHARED") == nullptr) FAIL("../shared absent"); \
+    WARN("SKIPPED: ../shared absent");                                                   \
+    return;                                                                              \
+  }
+
+TEST_CASE("llama2.c tokenizer encodes as run.c does", "[tokenizer]") {
+  auto t = StoriesTokenizer();
+  REQUIRE_SHARED(t);
+  auto ids = t->Encode("Once upon a time", EncodeOptions{});
+  REQUIRE(ids.ok());
+  REQUIRE(*ids == std::vector<int32_t>{1, 403, 407, 261, 378});
+  auto empty = t->Encode("", EncodeOptions{});
+  REQUIRE(*empty == std::vector<int32_t>{1});
+  auto no_bos = t->Encode("Once", EncodeOptions{false, false});
+  REQUIRE(no_bos->size() >= 1);
+  REQUIRE(no_bos->front() != 1);
+  // Characters missing from the vocabulary fall back to byte tokens (<0xXX> = 3 + byte).
+  auto emoji = t->Encode("\xF0\x9F\x98\x80", EncodeOptions{false, false});
+  REQUIRE(emoji.ok());
+  std::string decoded;
+  int32_t prev = -1;
+  for (int32_t id : *emoji) {
+    t->AppendPiece(prev, id, &decoded);
+    prev = id;
+  }
+  REQUIRE(decoded == " \xF0\x9F\x98\x80");  // the dummy-prefix space, then the exact bytes
+  // Invalid UTF-8 is encoded byte by byte, never crashes.
+  auto invalid = t->Encode(std::string("\xff\xfe\x80", 3), EncodeOptions{});
+  REQUIRE(invalid.ok());
+}
+
+TEST_CASE("llama2.c pieces: leading space dropped after BOS, byte tokens decoded", "[tokenizer]") {
+  auto t = StoriesTokenizer();
+  REQUIRE_SHARED(t);
+  std::string s;
+  t->AppendPiece(1, 403, &s);
+  REQUIRE(s == "Once");
+  s.clear();
+  t->AppendPiece(403, 403, &s);
+  REQUIRE(s == " Once");
+  s.clear();
+  t->AppendPiece(1, 3 + '\n', &s);
+  REQUIRE(s == "\n");
+  REQUIRE(t->IsEndOfGeneration(1));
+  REQUIRE_FALSE(t->IsEndOfGeneration(2));  // run.c stops on BOS only
+}
+
+TEST_CASE("CompleteUtf8Prefix holds back only incomplete characters", "[tokenizer]") {
+  REQUIRE(CompleteUtf8Prefix("abc") == 3);
+  REQUIRE(CompleteUtf8Prefix("") == 0);
+  REQUIRE(CompleteUtf8Prefix("a\xC3") == 1);
+  REQUIRE(CompleteUtf8Prefix("a\xC3\xA9") == 3);
+  REQUIRE(CompleteUtf8Prefix("\xF0\x9F\x98") == 0);
+  REQUIRE(CompleteUtf8Prefix("\xF0\x9F\x98\x80") == 4);
+  REQUIRE(CompleteUtf8Prefix("x\xE2\x82") == 1);
+  REQUIRE(CompleteUtf8Prefix("\x80\x80\x80\x80") == 4);  // stray continuation bytes are not held forever
+}
+
+TEST_CASE("sampler validates its configuration", "[sampler]") {
+  SamplingConfig ok;
+  REQUIRE(ValidateSamplingConfig(ok).ok());
+  auto bad = [](auto mutate) {
+    SamplingConfig c;
+    mutate(c);
+    return !ValidateSamplingConfig(c).ok();
+  };
+  REQUIRE(bad([](SamplingConfig& c) { c.temperature = -1; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.temperature = NAN; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.top_k = -1; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.top_p = 0; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.top_p = 1.5f; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.min_p = -0.1f; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.repeat_penalty = 0; }));
+  REQUIRE(bad([](SamplingConfig& c) { c.repeat_last_n = -2; }));
+}
+
+TEST_CASE("sampler: greedy, penalties, seeds and truncation", "[sampler]") {
+  const int32_t vocab = 6;
+  Sampler s(vocab);
+  SamplingConfig greedy;
+  greedy.temperature = 0;
+  s.Reset(greedy);
+  std::vector<float> logits = {0.1f, 3.0f, 2.9f, -1.0f, 0.0f, 2.0f};
+  auto l = logits;
+  REQUIRE(s.Sample(l.data(), nullptr, 0) == 1);
+  // A repeat penalty on token 1 makes token 2 win.
+  greedy.repeat_penalty = 1.5f;
+  s.Reset(greedy);
+  l = logits;
+  const int32_t history[] = {1};
+  REQUIRE(s.Sample(l.data(), history, 1) == 2);
+  REQUIRE(l[1] == Approx(2.0f));
+  // Presence and frequency penalties subtract.
+  greedy.repeat_penalty = 1.0f;
+  greedy.presence_penalty = 0.5f;
+  greedy.frequency_penalty = 0.25f;
+  s.Reset(greedy);
+  l = logits;
+  const int32_t twice[] = {2, 2};
+  s.Sample(l.data(), twice, 2);
+  REQUIRE(l[2] == Approx(2.9f - 0.5f - 0.5f));
+  // top_k = 1 is greedy whatever the temperature.
+  SamplingConfig topk;
+  topk.temperature = 5.0f;
+  topk.top_k = 1;
+  s.Reset(topk);
+  for (int i = 0; i < 20; ++i) {
+    l = logits;
+    REQUIRE(s.Sample(l.data(), nullptr, 0) == 1);
+  }
+  // Same seed, same draws; the draws cover more than one token at a high temperature.
+  SamplingConfig hot;
+  hot.temperature = 2.0f;
+  hot.top_k = 0;
+  hot.top_p = 1.0f;
+  hot.min_p = 0.0f;
+  hot.seed = 1234;
+  std::vector<int32_t> a, b;
+  s.Reset(hot);
+  for (int i = 0; i < 200; ++i) {
+    l = logits;
+    a.push_back(s.Sample(l.data(), nullptr, 0));
+  }
+  s.Reset(hot);
+  for (int i = 0; i < 200; ++i) {
+    l = logits;
+    b.push_back(s.Sample(l.data(), nullptr, 0));
+  }
+  REQUIRE(a == b);
+  REQUIRE(std::set<int32_t>(a.begin(), a.end()).size() >= 4);
+  // min_p = 1 keeps only the most likely token.
+  hot.min_p = 1.0f;
+  s.Reset(hot);
+  for (int i = 0; i < 20; ++i) {
+    l = logits;
+    REQUIRE(s.Sample(l.data(), nullptr, 0) == 1);
+  }
+  // top_p tiny keeps only the most likely token.
+  hot.min_p = 0.0f;
+  hot.top_p = 0.01f;
+  s.Reset(hot);
+  for (int i = 0; i < 20; ++i) {
+    l = logits;
+    REQUIRE(s.Sample(l.data(), nullptr, 0) == 1);
+  }
+}
+
+TEST_CASE("thread pool runs every index once per job, many times", "[threads]") {
+  for (int n : {1, 2, 3, 8}) {
+    ThreadPool pool(n);
+    REQUIRE(pool.size() == n);
+    for (int job = 0; job < 200; ++job) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.Run([&](int i, int parts) {
+        REQUIRE(parts == n);
+        hits[static_cast<size_t>(i)]++;
+      });
+      for (auto& h : hits) REQUIRE(h.load() == 1);
+    }
+  }
+}
+
+TEST_CASE("SplitRange covers [0, n) with aligned, disjoint parts", "[threads]") {
+  for (int64_t n : {0, 1, 7, 8, 100, 1001}) {
+    for (int parts : {1, 2, 3, 7}) {
+      for (int64_t align : {1, 4, 8}) {
+        if (n % align != 0) continue;
+        int64_t next = 0;
+        for (int p = 0; p < parts; ++p) {
+          const auto [begin, end] = SplitRange(n, p, parts, align);
+          REQUIRE(begin == next);
+          REQUIRE(begin % align == 0);
+          REQUIRE(end >= begin);
+          next = end;
+        }
+        REQUIRE(next == n);
+      }
+    }
+  }
+}
+
+TEST_CASE("registry: auto picks a usable backend, unknown names are refused", "[registry]") {
+  auto best = SelectBackend("");
+  REQUIRE(best.ok());
+  REQUIRE((*best)->cpu_supports());
+  auto generic = SelectBackend("generic");
+  REQUIRE(generic.ok());
+  REQUIRE(std::string((*generic)->name) == "generic");
+  auto unknown = SelectBackend("nope");
+  REQUIRE_FALSE(unknown.ok());
+  REQUIRE(std::string(unknown.status().message()).find("unknown backend 'nope'") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kestrel

@@ -1,0 +1,301 @@
+// Kernel conformance. Every compiled backend's kernel table is checked against the generic
+// reference (exact for integer block products, a stated tolerance for float math), and the
+// generic reference itself against an independent double-precision computation. Backends whose
+// ISA this CPU lacks are reported as skipped, never as passed.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "backend/registry.h"
+#include "format/dtype.h"
+#include "format/layout.h"
+
+namespace kestrel {
+namespace {
+
+const Backend& Generic() {
+  for (const Backend* b : CompiledBackends()) {
+    if (std::string(b->name) == "generic") return *b;
+  }
+  FAIL("generic backend missing");
+  std::abort();
+}
+
+std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// A weight matrix encoded in dtype + layout, kept with its f32 dequantized values.
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  std::vector<float> dequantized;
+  MatrixView view;
+};
+
+TestMatrix MakeMatrix(DType dtype, Layout layout, int64_t columns, int64_t rows, uint32_t seed) {
+  TestMatrix m;
+  const auto values = RandomVector(static_cast<size_t>(columns * rows), seed);
+  const size_t row_bytes = DTypeRowBytes(dtype, columns);
+  std::vector<uint8_t> plain(row_bytes * rows);
+  for (int64_t r = 0; r < rows; ++r) EncodeRow(dtype, values.data() + r * columns, plain.data() + r * row_bytes, columns);
+  m.dequantized.resize(values.size());
+  for (int64_t r = 0; r < rows; ++r) DequantizeRow(dtype, plain.data() + r * row_bytes, m.dequantized.data() + r * columns, columns);
+  if (layout == Layout::kPlain) {
+    m.bytes = std::move(plain);
+  } else {
+    m.bytes.resize(plain.size());
+    RepackPlainToTiled(layout, plain.data(), m.bytes.data(), columns, rows);
+  }
+  m.view = MatrixView{dtype, layout, m.bytes.data(), columns, rows};
+  return m;
+}
+
+struct MatmulCase {
+  DType dtype;
+  Layout layout;
+};
+
+const MatmulCase kMatmulCases[] = {
+    {DType::kF32, Layout::kPlain},   {DType::kF16, Layout::kPlain},    {DType::kBF16, Layout::kPlain},
+    {DType::kQ8_0, Layout::kPlain},  {DType::kQ4_0, Layout::kPlain},   {DType::kQ8_0, Layout::kQ8_0x8},
+    {DType::kQ4_0, Layout::kQ4_0x4},
+};
+
+// Shape classes: 1..17, tile sizes +-1, large and odd.
+std::vector<int64_t> RowCounts(Layout layout) {
+  const int tile = LayoutTileRows(layout);
+  std::vector<int64_t> rows;
+  for (int64_t r = 1; r <= 17; ++r) rows.push_back(r);
+  for (int64_t r : {int64_t{tile} * 4 - 1, int64_t{tile} * 4, int64_t{tile} * 4 + 1, int64_t{tile} * 16 + 1, int64_t{301}}) rows.push_back(r);
+  std::vector<int64_t> fitting;
+  for (int64_t r : rows) {
+    if (r % tile == 0) fitting.push_back(r);
+  }
+  return fitting;
+}
+
+std::vector<int64_t> ColumnCounts(DType dtype) {
+  if (IsBlockQuantized(dtype)) return {32, 64, 96, 160, 544};
+  return {1, 2, 3, 7, 16, 17, 31, 32, 33, 172, 515};
+}
+
+void RunMatmul(const Backend& b, const MatrixView& w, const Activations& x, std::vector<float>* y, int splits) {
+  y->assign(static_cast<size_t>(x.n_tokens * w.rows), std::numeric_limits<float>::quiet_NaN());
+  const int tile = LayoutTileRows(w.layout);
+  // Row ranges as the thread pool would split them, to exercise row_begin / row_end.
+  const int64_t units = (w.rows + tile - 1) / tile;
+  for (int s = 0; s < splits; ++s) {
+    const int64_t begin = std::min(w.rows, units * s / splits * tile);
+    const int64_t end = std::min(w.rows, units * (s + 1) / splits * tile);
+    if (begin < end) b.kernels->matmul(w, x, y->data(), w.rows, begin, end);
+  }
+}
+
+TEST_CASE("generic matmul agrees with a double-precision product of the dequantized weights", "[kernels][generic]") {
+  const Backend& ref = Generic();
+  for (const MatmulCase& c : kMatmulCases) {
+    for (int64_t columns : ColumnCounts(c.dtype)) {
+      for (int64_t rows : RowCounts(c.layout)) {
+        for (int64_t tokens : {1, 3}) {
+          INFO(DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows << " tokens " << tokens);
+          TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 131 + rows));
+          auto xf = RandomVector(static_cast<size_t>(columns * tokens), 7);
+          std::vector<BlockQ8_0> xq;
+          std::vector<float> x_used = xf;  // what the kernel really multiplies
+          if (IsBlockQuantized(c.dtype)) {
+            xq.resize(static_cast<size_t>(columns / 32 * tokens));
+            for (int64_t t = 0; t < tokens; ++t) {
+              QuantizeRowQ8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
+              DequantizeRow(DType::kQ8_0, xq.data() + t * columns / 32, x_used.data() + t * columns, columns);
+            }
+          }
+          const Activations x{xf.data(), xq.empty() ? nullptr : xq.data(), tokens, columns};
+          std::vector<float> y;
+          RunMatmul(ref, m.view, x, &y, 3);
+          for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+              double expected = 0, magnitude = 0;
+              for (int64_t i = 0; i < columns; ++i) {
+                const double p = double{m.dequantized[r * columns + i]} * x_used[t * columns + i];
+                expected += p;
+                magnitude += std::fabs(p);
+              }
+              // f32 accumulation error bound: columns * eps * sum|products|, plus fp16 scale products.
+              const double tolerance = 1e-6 + magnitude * (columns + 8) * 1.2e-7;
+              REQUIRE(std::fabs(y[t * rows + r] - expected) <= tolerance);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every backend's matmul matches the generic reference", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
+      continue;
+    }
+    for (const MatmulCase& c : kMatmulCases) {
+      if (!b->accepts(c.dtype, c.layout)) continue;
+      for (int64_t columns : ColumnCounts(c.dtype)) {
+        for (int64_t rows : RowCounts(c.layout)) {
+          for (int64_t tokens : {1, 2, 5}) {
+            INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows);
+            TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(rows * 17 + columns));
+            auto xf = RandomVector(static_cast<size_t>(columns * tokens), 11);
+            std::vector<BlockQ8_0> xq;
+            if (IsBlockQuantized(c.dtype)) {
+              xq.resize(static_cast<size_t>(columns / 32 * tokens));
+              for (int64_t t = 0; t < tokens; ++t) ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
+            }
+            const Activations x{xf.data(), xq.empty() ? nullptr : xq.data(), tokens, columns};
+            std::vector<float> expected, got;
+            RunMatmul(ref, m.view, x, &expected, 1);
+            RunMatmul(*b, m.view, x, &got, 2);
+            for (size_t i = 0; i < expected.size(); ++i) {
+              const float tolerance = IsBlockQuantized(c.dtype) ? 0.0f : 1e-5f * (1.0f + std::fabs(expected[i])) * columns;
+              REQUIRE(std::fabs(got[i] - expected[i]) <= tolerance);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("every backend's elementwise kernels match the generic reference", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name);
+      continue;
+    }
+    const KernelTable& k = *b->kernels;
+    for (int64_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1001}) {
+      INFO(b->name << " n=" << n);
+      const auto x = RandomVector(static_cast<size_t>(n), static_cast<uint32_t>(n), 3.0f);
+      const auto w = RandomVector(static_cast<size_t>(n), static_cast<uint32_t>(n + 1));
+      std::vector<float> a(n), e(n);
+      k.rmsnorm(x.data(), w.data(), a.data(), n, 1e-5f);
+      ref.kernels->rmsnorm(x.data(), w.data(), e.data(), n, 1e-5f);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+      a = x;
+      e = x;
+      k.softmax(a.data(), n);
+      ref.kernels->softmax(e.data(), n);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-7));
+      a = x;
+      e = x;
+      k.silu_mul(a.data(), w.data(), n);
+      ref.kernels->silu_mul(e.data(), w.data(), n);
+      for (int64_t i = 0; i < n; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+      if (n % 32 == 0) {
+        std::vector<BlockQ8_0> qa(n / 32), qe(n / 32);
+        k.quantize_q8_0(x.data(), qa.data(), n);
+        ref.kernels->quantize_q8_0(x.data(), qe.data(), n);
+        REQUIRE(std::memcmp(qa.data(), qe.data(), qa.size() * sizeof(BlockQ8_0)) == 0);
+      }
+    }
+    for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
+      for (int64_t head_dim : {2, 8, 64, 128}) {
+        std::vector<float> inv_freq(head_dim / 2);
+        for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / head_dim);
+        for (int64_t pos : {0, 1, 17, 4095}) {
+          auto a = RandomVector(static_cast<size_t>(3 * head_dim), 5);
+          auto e = a;
+          k.rope(a.data(), 3, head_dim, pos, inv_freq.data(), style);
+          ref.kernels->rope(e.data(), 3, head_dim, pos, inv_freq.data(), style);
+          for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-5));
+        }
+      }
+    }
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      for (int64_t positions : {1, 2, 5, 17, 100}) {
+        const int64_t head_dim = 16, stride = 48;
+        const auto q = RandomVector(head_dim, 1);
+        const auto kf = RandomVector(static_cast<size_t>(positions * stride), 2);
+        const auto vf = RandomVector(static_cast<size_t>(positions * stride), 3);
+        std::vector<uint16_t> kh(kf.size()), vh(vf.size());
+        for (size_t i = 0; i < kf.size(); ++i) {
+          kh[i] = Fp32ToFp16(kf[i]);
+          vh[i] = Fp32ToFp16(vf[i]);
+        }
+        const void* kp = kv == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
+        const void* vp = kv == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
+        std::vector<float> scores(positions), a(head_dim), e(head_dim);
+        k.attention(q.data(), kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), a.data());
+        ref.kernels->attention(q.data(), kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), e.data());
+        for (int64_t i = 0; i < head_dim; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+      }
+    }
+  }
+}
+
+TEST_CASE("generic elementwise kernels compute what they document", "[kernels][generic]") {
+  const KernelTable& k = *Generic().kernels;
+  // RMSNorm of a constant vector is the weight.
+  std::vector<float> x(8, 3.0f), w(8, 2.0f), out(8);
+  k.rmsnorm(x.data(), w.data(), out.data(), 8, 0.0f);
+  for (float v : out) REQUIRE(v == Approx(2.0f));
+  // Softmax sums to one and is shift invariant.
+  std::vector<float> s = {1, 2, 3, 1000}, t = {-999, -998, -997, 0};
+  k.softmax(s.data(), 4);
+  k.softmax(t.data(), 4);
+  REQUIRE(s[0] + s[1] + s[2] + s[3] == Approx(1.0f));
+  for (int i = 0; i < 4; ++i) REQUIRE(s[i] == Approx(t[i]).margin(1e-7));
+  // SiLU(0) = 0, SiLU(large) ~ large.
+  std::vector<float> g = {0.0f, 20.0f}, u = {5.0f, 1.0f};
+  k.silu_mul(g.data(), u.data(), 2);
+  REQUIRE(g[0] == 0.0f);
+  REQUIRE(g[1] == Approx(20.0f).epsilon(1e-6));
+  // RoPE at position 0 is the identity; both styles rotate the documented pairs.
+  std::vector<float> inv = {1.0f, 0.5f}, v = {1, 2, 3, 4}, v0 = v;
+  k.rope(v.data(), 1, 4, 0, inv.data(), RopeStyle::kInterleaved);
+  REQUIRE(v == v0);
+  std::vector<float> h = {1, 0, 0, 0};
+  k.rope(h.data(), 1, 4, 1, inv.data(), RopeStyle::kHalfSplit);  // pair (0, 2) by angle 1
+  REQUIRE(h[0] == Approx(std::cos(1.0f)));
+  REQUIRE(h[2] == Approx(std::sin(1.0f)));
+  std::vector<float> i2 = {1, 0, 0, 0};
+  k.rope(i2.data(), 1, 4, 1, inv.data(), RopeStyle::kInterleaved);  // pair (0, 1) by angle 1
+  REQUIRE(i2[0] == Approx(std::cos(1.0f)));
+  REQUIRE(i2[1] == Approx(std::sin(1.0f)));
+  // Attention with one position returns that position's value row.
+  std::vector<float> q = {1, 1}, kk = {0.5f, 0.5f}, vv = {7, 9}, scores(1), o(2);
+  k.attention(q.data(), kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data());
+  REQUIRE(o[0] == 7.0f);
+  REQUIRE(o[1] == 9.0f);
+}
+
+TEST_CASE("NaN and Inf inputs propagate instead of vanishing", "[kernels][conformance]") {
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) continue;
+    for (const MatmulCase& c : kMatmulCases) {
+      if (!b->accepts(c.dtype, c.layout) || IsBlockQuantized(c.dtype)) continue;
+      TestMatrix m = MakeMatrix(c.dtype, c.layout, 32, 8, 3);
+      auto xf = RandomVector(32, 4);
+      xf[5] = std::numeric_limits<float>::quiet_NaN();
+      const Activations x{xf.data(), nullptr, 1, 32};
+      std::vector<float> y;
+      RunMatmul(*b, m.view, x, &y, 1);
+      for (float v : y) REQUIRE(std::isnan(v));
+    }
+    std::vector<float> s = {1.0f, std::numeric_limits<float>::infinity(), 2.0f};
+    b->kernels->softmax(s.data(), 3);
+    REQUIRE(std::isnan(s[1]));
+  }
+}
+
+}  // namespace
+}  // namespace kestrel
