@@ -1,12 +1,14 @@
 // The kernel table every backend fills. The decoder calls kernels only through this table, so it
 // never knows which ISA runs; backends compute and never parse files.
+// ISA-specific files include only this header (and intrinsics): it pulls in no inline library
+// code, which the linker could otherwise keep in its ISA-compiled copy (a SIGILL on older CPUs).
 #pragma once
 
 #include <cstdint>
 
 #include "format/dtype.h"
-#include "format/layout.h"
-#include "format/model_config.h"
+#include "format/layout_types.h"
+#include "format/model_types.h"
 
 namespace kestrel {
 

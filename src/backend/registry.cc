@@ -1,4 +1,5 @@
-// The registry: the list of compiled backends and the selection rule.
+// The registry: the list of compiled backends and the selection rule. Which backends exist is
+// decided by the build (KESTREL_WITH_* definitions set in src/CMakeLists.txt per target CPU).
 #include "backend/registry.h"
 
 #include "absl/strings/str_cat.h"
@@ -8,9 +9,31 @@ namespace kestrel {
 namespace generic {
 const Backend& GetBackend();
 }
+#if defined(KESTREL_WITH_X86)
+namespace avx2 {
+const Backend& GetBackend();
+}
+#endif
+#if defined(KESTREL_WITH_NEON)
+namespace neon {
+const Backend& GetBackend();
+}
+namespace neon_dotprod {
+const Backend& GetBackend();
+}
+#endif
 
 const std::vector<const Backend*>& CompiledBackends() {
-  static const std::vector<const Backend*> backends = {&generic::GetBackend()};
+  static const std::vector<const Backend*> backends = {
+      &generic::GetBackend(),
+#if defined(KESTREL_WITH_X86)
+      &avx2::GetBackend(),
+#endif
+#if defined(KESTREL_WITH_NEON)
+      &neon::GetBackend(),
+      &neon_dotprod::GetBackend(),
+#endif
+  };
   return backends;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "backend/registry.h"
+#include "format/layout.h"
 
 namespace kestrel::generic {
 namespace {

@@ -14,10 +14,22 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, cons
   std::unique_ptr<Model> m(new Model());
   auto backend = SelectBackend(options.backend);
   if (!backend.ok()) return backend.status();
-  m->backend_ = *backend;
   auto file = VqfFile::Open(path);
   if (!file.ok()) return file.status();
   m->file_ = std::move(*file);
+  const bool automatic = options.backend.empty() || options.backend == "auto";
+  if (automatic) {
+    // The best usable backend that reads every weight format in this file natively.
+    const Backend* best = nullptr;
+    for (const Backend* b : CompiledBackends()) {
+      if (!b->cpu_supports() || (best != nullptr && b->priority <= best->priority)) continue;
+      bool reads_all = true;
+      for (const TensorInfo& t : m->file_->tensors()) reads_all = reads_all && b->accepts(t.dtype, t.layout);
+      if (reads_all) best = b;
+    }
+    if (best != nullptr) *backend = best;
+  }
+  m->backend_ = *backend;
   auto config = ModelConfig::FromMetadata(m->file_->metadata());
   if (!config.ok()) return absl::Status(config.status().code(), absl::StrCat(path, ": ", config.status().message()));
   m->config_ = *config;

@@ -9,20 +9,10 @@
 
 #include "absl/status/status.h"
 #include "format/dtype.h"
+#include "format/layout_types.h"
 
 namespace kestrel {
 
-// Values are stored in files: never renumber, only append.
-enum class Layout : uint32_t {
-  kPlain = 0,    // row-major; each row is a run of blocks
-  kQ4_0x4 = 1,   // Q4_0, 4 rows interleaved per tile (docs/vqf.md)
-  kQ8_0x8 = 2,   // Q8_0, 8 rows interleaved per tile (docs/vqf.md)
-};
-inline constexpr uint32_t kLayoutCount = 3;
-
-// Header bitfield: bit (1 << layout) is set when any tensor uses that layout.
-inline constexpr uint32_t LayoutFlag(Layout l) { return 1u << static_cast<uint32_t>(l); }
-inline constexpr uint32_t kKnownLayoutFlags = (1u << kLayoutCount) - 1;
 
 const char* LayoutName(Layout l);
 std::optional<Layout> LayoutFromName(std::string_view name);

@@ -1,0 +1,20 @@
+// AVX2 + FMA + F16C kernels (defined in avx2_kernels.cc, the only file compiled with those flags).
+// Semantics are the KernelTable's (backend/kernels.h); quantized products are bit-identical to
+// the generic reference.
+#pragma once
+
+#include "backend/kernels.h"
+
+namespace kestrel::avx2 {
+
+void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
+void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
+void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
+void Softmax(float* x, int64_t n);
+void SiluMul(float* gate, const float* up, int64_t n);
+void Attention(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride, int64_t n_positions,
+               int64_t head_dim, float score_divisor, float* scores, float* out);
+// Whether Matmul reads this weight format natively.
+bool Accepts(DType dtype, Layout layout);
+
+}  // namespace kestrel::avx2
