@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -341,6 +342,26 @@ absl::Status VqfFile::CheckTensorPlacement(uint64_t data_start) {
     }
     end = t->offset + t->bytes;
     previous = t;
+  }
+  // Each transformer layer is one run of tensors in file order, starting on a page, so LayerRange
+  // covers exactly that layer and can be handed to madvise / prefetch as is.
+  std::set<int> layers_seen;  // a set, not a vector: layer numbers come from untrusted names
+  int run_layer = -1;
+  for (const TensorInfo* t : by_offset) {
+    if (t->layer >= 0 && t->layer != run_layer) {
+      if (layers_seen.count(t->layer) != 0) {
+        return absl::DataLossError(absl::StrCat(origin_, ": tensor directory: tensors of layer ", t->layer,
+                                                " are not adjacent in the file ('", t->name, "' at byte ", t->offset,
+                                                " follows tensors of another layer)"));
+      }
+      if (t->offset % vqf::kLayerAlignment != 0) {
+        return absl::DataLossError(absl::StrCat(origin_, ": tensor directory: layer ", t->layer, " starts at byte ",
+                                                t->offset, " ('", t->name, "'), not on a ", vqf::kLayerAlignment,
+                                                "-byte boundary"));
+      }
+      layers_seen.insert(t->layer);
+    }
+    run_layer = t->layer;
   }
   return absl::OkStatus();
 }

@@ -82,6 +82,17 @@ absl::StatusOr<std::unique_ptr<VqfWriter>> VqfWriter::Create(const std::string& 
     if (p.dims.empty() || p.dims.size() > vqf::kMaxDims) {
       return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name, "' has ", p.dims.size(), " dimensions"));
     }
+    // The reader's limits (each dimension 1..2^40, at most 2^48 elements), checked before multiplying
+    // so a bad plan can neither overflow nor produce a file the reader refuses.
+    int64_t elements = 1;
+    for (size_t i = 0; i < p.dims.size(); ++i) {
+      const int64_t d = p.dims[i];
+      if (d <= 0 || d > (int64_t{1} << 40) || elements > (int64_t{1} << 48) / d) {
+        return absl::InvalidArgumentError(absl::StrCat("tensor '", p.name, "': dimension ", i, " = ", d,
+                                                       " is not positive or makes the element count overflow"));
+      }
+      elements *= d;
+    }
     int64_t rows = 1;
     for (size_t i = 1; i < p.dims.size(); ++i) rows *= p.dims[i];
     if (auto s = CheckLayoutFits(p.dtype, p.layout, p.dims[0], rows); !s.ok()) {
@@ -97,6 +108,16 @@ absl::StatusOr<std::unique_ptr<VqfWriter>> VqfWriter::Create(const std::string& 
       current_layer = layer;
     }
     w->sizes_.push_back(MatrixBytes(p.dtype, p.dims[0], rows));
+  }
+  if (metadata.entries().size() > vqf::kMaxMetadataEntries) {
+    return absl::InvalidArgumentError(absl::StrCat(metadata.entries().size(), " metadata entries exceed the limit of ",
+                                                   vqf::kMaxMetadataEntries));
+  }
+  for (const auto& entry : metadata.entries()) {
+    if (entry.first.empty() || entry.first.size() > vqf::kMaxNameBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("metadata key '", entry.first.substr(0, 64),
+                                                     "' is empty or longer than ", vqf::kMaxNameBytes, " bytes"));
+    }
   }
   // Serialize directory with placeholder-free offsets: compute them first.
   const std::string meta = SerializeMetadata(metadata);
