@@ -158,15 +158,24 @@ void Session::PrepareInput(const float* x, int32_t n, int64_t columns, bool quan
   }
 }
 
+bool Session::Worth(int64_t multiply_adds) const {
+  // Below about 64K multiply-adds per thread, waking the workers costs more than it saves.
+  return pool_.size() > 1 && multiply_adds >= int64_t{65536} * pool_.size();
+}
+
 void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
   const Activations& x = input_;
-  pool_.Run([&](int i, int parts) {
+  auto job = [&](int i, int parts) {
     const auto [begin, end] = SplitRange(w.rows, i, parts, LayoutTileRows(w.layout));
     if (begin < end) k.matmul(w, x, y, w.rows, begin, end);
-  });
-  (void)n;
+  };
+  if (Worth(w.rows * w.columns * int64_t{n})) {
+    pool_.Run(job);
+  } else {
+    job(0, 1);
+  }
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);
 }
 
@@ -269,7 +278,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     // Attention: every (token, head) pair is independent; causal over positions 0..pos0+t.
     const auto attention_start = Clock::now();
     const int64_t pairs = int64_t{n} * c.n_heads;
-    pool_.Run([&](int i, int parts) {
+    auto attention_job = [&](int i, int parts) {
       const auto [begin, end] = SplitRange(pairs, i, parts, 1);
       float* scores = scores_.data() + static_cast<size_t>(i) * context_length_;
       for (int64_t p = begin; p < end; ++p) {
@@ -279,7 +288,12 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
         k.attention(q_.data() + t * q_dim + h * hd, k_layer + kv_offset, v_layer + kv_offset, options_.kv_dtype, kv_dim,
                     pos0 + t + 1, hd, score_divisor, scores, attn_.data() + t * q_dim + h * hd);
       }
-    });
+    };
+    if (Worth(pairs * (pos0 + n) * hd * 2)) {
+      pool_.Run(attention_job);
+    } else {
+      attention_job(0, 1);
+    }
     timings_.role_seconds[static_cast<size_t>(TimingRole::kAttention)] += Since(attention_start);
     if (auto s = CheckFinite(attn_.data(), n * q_dim, layer, "attention"); !s.ok()) return s;
 

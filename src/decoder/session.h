@@ -71,6 +71,8 @@ class Session {
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
   // y[n][w.rows] = W x, split over threads by rows; x must have been prepared by PrepareInput.
   void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
+  // Whether a job of this many multiply-adds is worth spreading over the pool.
+  bool Worth(int64_t multiply_adds) const;
   void PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize);
   absl::Status CheckFinite(const float* values, int64_t count, int layer, const char* op) const;
   void ReportStats(int layer, const char* stage, const float* x, int32_t position) const;
