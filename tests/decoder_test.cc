@@ -7,7 +7,11 @@
 #include <set>
 
 #include "backend/registry.h"
+#include "convert/converter.h"
 #include "convert/source_model.h"
+#include "decoder/model.h"
+#include "format/vqf_reader.h"
+#include "format/vqf_writer.h"
 #include "decoder/sampler.h"
 #include "decoder/thread_pool.h"
 #include "test_support.h"
@@ -220,6 +224,50 @@ TEST_CASE("registry: auto picks a usable backend, unknown names are refused", "[
   auto unknown = SelectBackend("nope");
   REQUIRE_FALSE(unknown.ok());
   REQUIRE(std::string(unknown.status().message()).find("unknown backend 'nope'") != std::string::npos);
+}
+
+}  // namespace
+}  // namespace kestrel
+
+namespace kestrel {
+namespace {
+
+// Rewrites `source` without the tensor `drop` (and with `reshape` given new dims when named).
+std::string RewriteModel(const std::string& source, const std::string& drop, const std::string& out_name) {
+  auto file = VqfFile::Open(source);
+  REQUIRE(file.ok());
+  std::vector<TensorPlan> plans;
+  std::vector<const TensorInfo*> kept;
+  for (const TensorInfo& t : (*file)->tensors()) {
+    if (t.name == drop) continue;
+    plans.push_back(TensorPlan{t.name, t.dtype, t.layout, t.dims});
+    kept.push_back(&t);
+  }
+  const std::string out = testing::TempPath(out_name);
+  auto writer = VqfWriter::Create(out, (*file)->metadata(), plans);
+  REQUIRE(writer.ok());
+  for (size_t i = 0; i < kept.size(); ++i) REQUIRE((*writer)->WriteTensor(i, kept[i]->data, kept[i]->bytes).ok());
+  REQUIRE((*writer)->Finish().ok());
+  return out;
+}
+
+TEST_CASE("a model file lacking a tensor is refused as a bad file, naming the tensor", "[model]") {
+  const std::string bin = testing::SharedPath("models/stories260K/stories260K.bin");
+  const std::string tok = testing::SharedPath("models/stories260K/tok512.bin");
+  REQUIRE_SHARED(!bin.empty() && !tok.empty());
+  auto source = convert::LoadLlama2C(bin, tok);
+  REQUIRE(source.ok());
+  const std::string path = testing::TempPath("decoder-stories.vqf");
+  REQUIRE(convert::ConvertModel(*source, path, convert::ConvertOptions{}, nullptr).ok());
+  REQUIRE(Model::Load(path, ModelOptions{}).ok());
+  const std::string broken = RewriteModel(path, "blk.3.ffn_up.weight", "decoder-missing.vqf");
+  auto model = Model::Load(broken, ModelOptions{});
+  REQUIRE_FALSE(model.ok());
+  REQUIRE(model.status().code() == absl::StatusCode::kDataLoss);
+  REQUIRE(std::string(model.status().message()).find("blk.3.ffn_up.weight") != std::string::npos);
+  // A backend named explicitly that does not exist is refused before the file is read.
+  auto unknown = Model::Load(path, ModelOptions{"nope"});
+  REQUIRE_FALSE(unknown.ok());
 }
 
 }  // namespace

@@ -9,6 +9,14 @@
 
 namespace kestrel {
 
+namespace {
+// A file that parses but lacks what the model needs is a bad file: report it as such, naming it.
+absl::Status AsBadFile(const std::string& path, const absl::Status& s) {
+  const bool bad = s.code() == absl::StatusCode::kNotFound || s.code() == absl::StatusCode::kInvalidArgument;
+  return absl::Status(bad ? absl::StatusCode::kDataLoss : s.code(), absl::StrCat(path, ": ", s.message()));
+}
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, const ModelOptions& options) {
   const auto start = std::chrono::steady_clock::now();
   std::unique_ptr<Model> m(new Model());
@@ -31,18 +39,18 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, cons
   }
   m->backend_ = *backend;
   auto config = ModelConfig::FromMetadata(m->file_->metadata());
-  if (!config.ok()) return absl::Status(config.status().code(), absl::StrCat(path, ": ", config.status().message()));
+  if (!config.ok()) return AsBadFile(path, config.status());
   m->config_ = *config;
   auto tok_data = TokenizerData::FromMetadata(m->file_->metadata());
-  if (!tok_data.ok()) return absl::Status(tok_data.status().code(), absl::StrCat(path, ": ", tok_data.status().message()));
+  if (!tok_data.ok()) return AsBadFile(path, tok_data.status());
   auto tokenizer = Tokenizer::Create(*tok_data);
-  if (!tokenizer.ok()) return absl::Status(tokenizer.status().code(), absl::StrCat(path, ": ", tokenizer.status().message()));
+  if (!tokenizer.ok()) return AsBadFile(path, tokenizer.status());
   m->tokenizer_ = std::move(*tokenizer);
   if (m->tokenizer_->vocab_size() > m->config_.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": tokenizer has ", m->tokenizer_->vocab_size(),
-                                                   " tokens but the model's vocabulary is ", m->config_.vocab_size));
+    return absl::DataLossError(absl::StrCat(path, ": tokenizer has ", m->tokenizer_->vocab_size(),
+                                            " tokens but the model's vocabulary is ", m->config_.vocab_size));
   }
-  if (auto s = m->Resolve(); !s.ok()) return absl::Status(s.code(), absl::StrCat(path, ": ", s.message()));
+  if (auto s = m->Resolve(); !s.ok()) return AsBadFile(path, s);
   const int half = m->config_.head_dim / 2;
   for (int i = 0; i < half; ++i) {
     m->rope_inv_freq_.push_back(

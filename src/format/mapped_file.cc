@@ -28,7 +28,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   const size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {
     ::close(fd);
-    return absl::InvalidArgumentError(absl::StrCat(path, ": file is empty"));
+    return absl::DataLossError(absl::StrCat(path, ": file is empty"));
   }
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
