@@ -104,6 +104,7 @@ int main(int argc, char** argv) {
   if (auto s = convert::ConvertModel(*model, output, options, &summary); !s.ok()) {
     return Fail(std::string(s.message()));
   }
+  for (const std::string& d : summary.deviations) std::fprintf(stderr, "kestrel-convert: note: %s\n", d.c_str());
   std::fprintf(stderr, "kestrel-convert: wrote %s: %zu tensors, %.2f MiB, %s, layout %s, in %.2f s (from %s)\n",
                output.c_str(), summary.tensors, static_cast<double>(summary.bytes) / (1 << 20), type_name.c_str(),
                layout_name.c_str(), summary.seconds, model->description.c_str());

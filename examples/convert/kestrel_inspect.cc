@@ -30,13 +30,31 @@ int main(int argc, char** argv) {
   for (const auto& [key, value] : f.metadata().entries()) {
     std::printf("  %-28s %s\n", key.c_str(), MetaValueToString(value).c_str());
   }
-  std::printf("\ntensors (%zu):\n  %-32s %-6s %-7s %-18s %12s %12s\n", f.tensors().size(), "name", "dtype", "layout",
-              "shape", "offset", "bytes");
+  // The converter's request, to mark tensors stored otherwise (docs/vqf.md, "Conversion rule").
+  const auto requested_type = f.metadata().GetString("general.requested_type");
+  const auto requested_layout = f.metadata().GetString("general.requested_layout");
+  std::printf("\ntensors (%zu):\n  %-32s %-6s %-7s %-18s %12s %12s  %s\n", f.tensors().size(), "name", "dtype", "layout",
+              "shape", "offset", "bytes", "choice");
   for (const TensorInfo& t : f.tensors()) {
     std::string shape;
     for (size_t i = 0; i < t.dims.size(); ++i) shape += (i ? " x " : "") + std::to_string(t.dims[i]);
-    std::printf("  %-32s %-6s %-7s %-18s %12llu %12llu\n", t.name.c_str(), DTypeName(t.dtype), LayoutName(t.layout),
-                shape.c_str(), static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.bytes));
+    std::string choice;
+    if (t.dims.size() < 2) {
+      choice = "1-D: f32";
+    } else if (requested_type.ok()) {
+      const bool type_differs = *requested_type != DTypeName(t.dtype);
+      const bool layout_differs = requested_layout.ok() && *requested_layout == "tiled" && t.layout == Layout::kPlain &&
+                                  IsBlockQuantized(t.dtype);
+      if (type_differs) {
+        choice = t.columns() % kQuantBlockSize != 0 ? "row length not a multiple of 32: " : "";
+        choice += std::string(*requested_type) + " -> " + DTypeName(t.dtype);
+      }
+      if (layout_differs) choice += std::string(choice.empty() ? "" : "; ") + "no full tiles: plain";
+      if (choice.empty()) choice = "as requested";
+    }
+    std::printf("  %-32s %-6s %-7s %-18s %12llu %12llu  %s\n", t.name.c_str(), DTypeName(t.dtype), LayoutName(t.layout),
+                shape.c_str(), static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(t.bytes),
+                choice.c_str());
   }
   return 0;
 }

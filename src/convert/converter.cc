@@ -42,6 +42,9 @@ absl::Status ConvertModel(const SourceModel& model, const std::string& output_pa
   model.tokenizer.ToMetadata(&metadata);
   metadata.Set("general.source", model.description);
   metadata.Set("general.converter", std::string("kestrel-convert"));
+  // What was asked for, so kestrel-inspect can show where a tensor's encoding differs and why.
+  metadata.Set("general.requested_type", std::string(DTypeName(options.type)));
+  metadata.Set("general.requested_layout", std::string(options.layout == LayoutChoice::kTiled ? "tiled" : "plain"));
 
   std::vector<TensorPlan> plans;
   std::vector<TensorEncoding> encodings;
@@ -83,6 +86,10 @@ absl::Status ConvertModel(const SourceModel& model, const std::string& output_pa
   }
   if (auto s = (*writer)->Finish(); !s.ok()) return s;
   if (summary != nullptr) {
+    summary->deviations.clear();
+    for (size_t i = 0; i < model.tensors.size(); ++i) {
+      if (!encodings[i].reason.empty()) summary->deviations.push_back(model.tensors[i].name + ": " + encodings[i].reason);
+    }
     summary->tensors = model.tensors.size();
     summary->bytes = (*writer)->file_bytes();
     summary->seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

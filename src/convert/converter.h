@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "convert/source_model.h"
@@ -34,6 +35,8 @@ struct TensorEncoding {
 TensorEncoding ChooseEncoding(const SourceTensor& tensor, const ConvertOptions& options);
 
 struct ConvertSummary {
+  // "name: reason" for every tensor stored differently from what was requested.
+  std::vector<std::string> deviations;
   size_t tensors = 0;
   uint64_t bytes = 0;
   double seconds = 0;
