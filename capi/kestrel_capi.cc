@@ -12,6 +12,7 @@
 #include "decoder/model.h"
 #include "decoder/session.h"
 #include "kestrel/kestrel.h"
+#include "tokenizer/chat_template.h"
 
 struct kestrel_model {
   std::unique_ptr<kestrel::Model> model;
@@ -99,6 +100,12 @@ absl::Status CatchUp(kestrel_session* s) {
   const size_t position = static_cast<size_t>(s->session->position());
   if (s->history.size() <= position) return absl::OkStatus();
   return s->session->Eval(s->history.data() + position, s->history.size() - position);
+}
+
+// A failed evaluation: DataLoss there means a non-finite value under check_finite, not a bad file.
+kestrel_status FromEvalStatus(const absl::Status& s) {
+  if (s.code() == absl::StatusCode::kDataLoss) return Fail(KESTREL_ERROR_NON_FINITE, std::string(s.message()));
+  return FromStatus(s);
 }
 
 }  // namespace
@@ -300,7 +307,8 @@ kestrel_status kestrel_session_eval(kestrel_session* session, const int32_t* tok
     }
     if (n_tokens == 0) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "no tokens to evaluate");
     const size_t context = static_cast<size_t>(session->session->context_length());
-    if (n_tokens > context - session->history.size()) {
+    // After generation stopped at a full context the history can hold one token more than fits.
+    if (session->history.size() > context || n_tokens > context - session->history.size()) {
       return Fail(KESTREL_ERROR_CONTEXT_FULL, absl::StrCat(n_tokens, " tokens do not fit: ", session->history.size(),
                                                            " of ", context, " context positions are used"));
     }
@@ -331,7 +339,7 @@ kestrel_status kestrel_session_logits(kestrel_session* session, const float** lo
       return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "session, logits or n_vocab is NULL");
     }
     if (session->history.empty()) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "no tokens evaluated yet");
-    if (auto s = CatchUp(session); !s.ok()) return FromStatus(s);
+    if (auto s = CatchUp(session); !s.ok()) return FromEvalStatus(s);
     *logits = session->session->logits();
     *n_vocab = session->session->vocab_size();
     return KESTREL_OK;
@@ -352,7 +360,9 @@ kestrel_status kestrel_session_truncate(kestrel_session* session, int32_t n_keep
     session->history.resize(static_cast<size_t>(n_keep));
     const int32_t evaluated = session->session->position();
     if (n_keep < evaluated) {
-      if (auto s = session->session->Truncate(n_keep); !s.ok()) return FromStatus(s);
+      // The session's logits belong to its last evaluated token. Step back one more position so
+      // that the last kept token is evaluated again (by CatchUp) and the logits follow it.
+      if (auto s = session->session->Truncate(n_keep > 0 ? n_keep - 1 : 0); !s.ok()) return FromStatus(s);
     }
     return KESTREL_OK;
   });
@@ -399,7 +409,7 @@ kestrel_status kestrel_session_generate(kestrel_session* session, const kestrel_
       options.stop_strings.emplace_back(p.stop_strings[i]);
     }
     if (session->history.empty()) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "evaluate a prompt before generating");
-    if (auto s = CatchUp(session); !s.ok()) return FromStatus(s);
+    if (auto s = CatchUp(session); !s.ok()) return FromEvalStatus(s);
     struct Bridge {
       kestrel_token_fn fn;
       void* user;
@@ -451,6 +461,48 @@ kestrel_status kestrel_session_reset_timings(kestrel_session* session) {
   if (session == nullptr) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "session is NULL");
   session->session->ResetTimings();
   return KESTREL_OK;
+}
+
+kestrel_status kestrel_chat_apply(const kestrel_model* model, const char* family_or_null, const kestrel_chat_message* msgs,
+                                  size_t n, int add_generation_prompt, int enable_thinking, char* out, size_t capacity,
+                                  size_t* out_len) {
+  return Guard([&]() -> kestrel_status {
+    if (out_len == nullptr) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "out_len is NULL");
+    if (msgs == nullptr && n > 0) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "msgs is NULL");
+    if (out == nullptr && capacity > 0) return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "out is NULL");
+    const std::string family = family_or_null != nullptr ? family_or_null : "";
+    if (model == nullptr && family.empty()) {
+      return Fail(KESTREL_ERROR_INVALID_ARGUMENT, "model is NULL and no chat template family is named");
+    }
+    std::vector<kestrel::ChatMessage> messages;
+    messages.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (msgs[i].role == nullptr || msgs[i].content == nullptr) {
+        return Fail(KESTREL_ERROR_INVALID_ARGUMENT, absl::StrCat("message ", i, " has a NULL role or content"));
+      }
+      messages.push_back({msgs[i].role, msgs[i].content});
+    }
+    kestrel::ChatOptions options;
+    options.add_generation_prompt = add_generation_prompt != 0;
+    options.enable_thinking = enable_thinking != 0;
+    std::string chat_template;
+    options.bos_token = "<|begin_of_text|>";
+    if (model != nullptr) {
+      const auto& tokenizer = model->model->tokenizer();
+      chat_template = tokenizer.data().chat_template;
+      const int32_t bos = tokenizer.bos_id();
+      options.bos_token.clear();
+      if (bos >= 0) tokenizer.AppendPiece(-1, bos, &options.bos_token);
+    }
+    auto text = kestrel::ApplyChatTemplate(family, chat_template, messages, options);
+    if (!text.ok()) return FromStatus(text.status());
+    *out_len = text->size();
+    if (text->size() > capacity) {
+      return Fail(KESTREL_ERROR_BUFFER_TOO_SMALL, absl::StrCat("need room for ", text->size(), " bytes, have ", capacity));
+    }
+    if (!text->empty()) std::memcpy(out, text->data(), text->size());
+    return KESTREL_OK;
+  });
 }
 
 }  // extern "C"

@@ -5,7 +5,8 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 packages=(build-essential cmake ninja-build pkg-config python3
-          libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev)
+          libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev
+          libpcre2-dev libutf8proc-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,6 +1,11 @@
 // kestrel-run: generate text from a prompt with a VQF model, through the public C API only.
 // The prompt and the generated text go to stdout (as llama2.c's run does); timings and, with
-// --verbose, the backend and model summary go to stderr.
+// --verbose, the backend and model summary go to stderr. With --chat it is an interactive chat:
+// each stdin line is a user turn, the model's chat template renders the whole history, only the
+// tokens the session has not seen are evaluated (the KV cache is kept), and replies stream out.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -15,7 +20,8 @@ namespace {
 const char kUsage[] =
     "usage: kestrel-run -m MODEL.vqf [-p PROMPT] [-n NEW_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
     "                   [--repeat-penalty R] [--seed S] [-t THREADS] [--backend NAME] [--ctx N] [--kv f32|f16]\n"
-    "                   [--check-finite] [--verbose]\n";
+    "                   [--check-finite] [--verbose]\n"
+    "                   [--chat [--system TEXT] [--chat-template chatml|qwen2.5|qwen3|llama3] [--no-think]]\n";
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kestrel-run: %s\n", what.c_str());
@@ -50,12 +56,102 @@ int OnText(const char* text, size_t len, const int32_t*, size_t, void*) {
   return 1;
 }
 
+// A reply being streamed in chat mode: its text and tokens are kept for the history.
+struct Reply {
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+int OnChatText(const char* text, size_t len, const int32_t* tokens, size_t n_tokens, void* user) {
+  auto* reply = static_cast<Reply*>(user);
+  reply->text.append(text, len);
+  reply->tokens.insert(reply->tokens.end(), tokens, tokens + n_tokens);
+  return OnText(text, len, tokens, n_tokens, nullptr);
+}
+
+struct ChatSettings {
+  std::string system, family;
+  bool think = true;
+};
+
+kestrel_status Tokenize(const kestrel_model* model, const std::string& text, uint32_t flags, std::vector<int32_t>* out) {
+  size_t n = 0;
+  kestrel_status st = kestrel_tokenize(model, text.data(), text.size(), flags, nullptr, 0, &n);
+  if (st != KESTREL_OK && st != KESTREL_ERROR_BUFFER_TOO_SMALL) return st;
+  out->resize(n);
+  return kestrel_tokenize(model, text.data(), text.size(), flags, out->data(), out->size(), &n);
+}
+
+// The interactive chat loop: stdin lines are user turns until EOF.
+int RunChat(const kestrel_model* model, kestrel_session* session, kestrel_sampling_params sampling, long long n_new,
+            const ChatSettings& chat) {
+  // End-of-turn markers as stop strings, for models whose files do not list them as end-of-generation.
+  const char* const stops[] = {"<|im_end|>", "<|eot_id|>", "<|endoftext|>", "<|end_of_text|>"};
+  sampling.stop_strings = stops;
+  sampling.n_stop_strings = sizeof(stops) / sizeof(stops[0]);
+  sampling.max_tokens = static_cast<int32_t>(n_new);
+  std::vector<std::pair<std::string, std::string>> history;  // role, content
+  if (!chat.system.empty()) history.emplace_back("system", chat.system);
+  std::vector<int32_t> in_session;  // the tokens the session holds, in order
+  const bool interactive = ::isatty(0) != 0;
+  std::string line;
+  for (;;) {
+    if (interactive) std::fputs("> ", stderr);
+    line.clear();
+    int c = 0;
+    while ((c = std::fgetc(stdin)) != EOF && c != '\n') line.push_back(static_cast<char>(c));
+    if (c == EOF && line.empty()) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    history.emplace_back("user", line);
+
+    std::vector<kestrel_chat_message> msgs;
+    for (const auto& [role, content] : history) msgs.push_back({role.c_str(), content.c_str()});
+    const char* family = chat.family.empty() ? nullptr : chat.family.c_str();
+    size_t len = 0;
+    std::string prompt;
+    kestrel_status st = kestrel_chat_apply(model, family, msgs.data(), msgs.size(), 1, chat.think ? 1 : 0, nullptr, 0, &len);
+    if (st == KESTREL_ERROR_BUFFER_TOO_SMALL || st == KESTREL_OK) {
+      prompt.resize(len);
+      st = kestrel_chat_apply(model, family, msgs.data(), msgs.size(), 1, chat.think ? 1 : 0, prompt.data(), prompt.size(), &len);
+    }
+    if (st != KESTREL_OK) return FailStatus("chat template", st);
+    std::vector<int32_t> tokens;
+    if ((st = Tokenize(model, prompt, KESTREL_TOKENIZE_PARSE_SPECIAL, &tokens)) != KESTREL_OK) return FailStatus("tokenize", st);
+    if (tokens.empty()) return Fail("the chat template rendered nothing");
+
+    // Keep what the session already holds; evaluate from the first token that differs (at least one,
+    // so the logits follow the prompt).
+    size_t keep = 0;
+    while (keep < in_session.size() && keep < tokens.size() && in_session[keep] == tokens[keep]) ++keep;
+    if (keep == tokens.size()) --keep;
+    if ((st = kestrel_session_truncate(session, static_cast<int32_t>(keep))) != KESTREL_OK) return FailStatus("truncate", st);
+    if ((st = kestrel_session_eval(session, tokens.data() + keep, tokens.size() - keep)) != KESTREL_OK) {
+      return FailStatus("prompt", st);
+    }
+    in_session = tokens;
+
+    Reply reply;
+    kestrel_stop_reason reason = KESTREL_STOP_MAX_TOKENS;
+    st = kestrel_session_generate(session, &sampling, OnChatText, &reply, nullptr, &reason);
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (st != KESTREL_OK) return FailStatus("generate", st);
+    in_session.insert(in_session.end(), reply.tokens.begin(), reply.tokens.end());
+    in_session.resize(std::min(in_session.size(), static_cast<size_t>(kestrel_session_position(session))));
+    history.emplace_back("assistant", reply.text);
+    if (reason == KESTREL_STOP_CONTEXT_FULL) return Fail("the context is full; start a new chat (or raise --ctx)");
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string model_path, prompt, backend, kv = "f32";
   long long n_new = 256, threads = 0, ctx = 0;
-  bool verbose = false, check_finite = false;
+  bool verbose = false, check_finite = false, chat_mode = false;
+  ChatSettings chat;
   kestrel_sampling_params sampling;
   kestrel_sampling_params_init(&sampling);
   for (int i = 1; i < argc; ++i) {
@@ -101,6 +197,14 @@ int main(int argc, char** argv) {
       kv = value();
     } else if (a == "--backend") {
       backend = value();
+    } else if (a == "--chat") {
+      chat_mode = true;
+    } else if (a == "--system") {
+      chat.system = value();
+    } else if (a == "--chat-template") {
+      chat.family = value();
+    } else if (a == "--no-think") {
+      chat.think = false;
     } else if (a == "--check-finite") {
       check_finite = true;
     } else if (a == "--verbose" || a == "-v") {
@@ -140,6 +244,12 @@ int main(int argc, char** argv) {
   if (auto st = kestrel_session_create(model, &sp, &session); st != KESTREL_OK) {
     kestrel_model_free(model);
     return FailStatus("session", st);
+  }
+  if (chat_mode) {
+    const int chat_rc = RunChat(model, session, sampling, n_new, chat);
+    kestrel_session_free(session);
+    kestrel_model_free(model);
+    return chat_rc;
   }
   int rc = 0;
   std::vector<int32_t> tokens;

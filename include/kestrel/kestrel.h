@@ -221,6 +221,27 @@ typedef struct kestrel_timings {
 KESTREL_API kestrel_status kestrel_session_get_timings(const kestrel_session* session, kestrel_timings* timings);
 KESTREL_API kestrel_status kestrel_session_reset_timings(kestrel_session* session);
 
+/* ---- Chat templates ------------------------------------------------------------------------
+ * Thread-safe: only reads the model. Known families: "chatml", "qwen2.5", "qwen3", "llama3". */
+typedef struct kestrel_chat_message {
+  const char* role;    /* "system", "user", "assistant" ("tool" for qwen3); NUL-terminated */
+  const char* content; /* NUL-terminated UTF-8 */
+} kestrel_chat_message;
+
+/* Renders the conversation `msgs[0..n)` as prompt text in the model's chat format: the family named
+ * by `family_or_null`, or, when NULL or "", the one recognised from the model's stored chat template.
+ * `add_generation_prompt` nonzero ends the text with the assistant's header; `enable_thinking` zero
+ * makes Qwen3 skip its reasoning (an empty think block follows the header). `model` may be NULL when
+ * a family is named (llama3 then starts with "<|begin_of_text|>").
+ * Writes up to `capacity` bytes to `out` (no terminator); *out_len receives the size needed.
+ * Tokenize the result with KESTREL_TOKENIZE_PARSE_SPECIAL so its markers become special tokens.
+ * Returns KESTREL_ERROR_BUFFER_TOO_SMALL when capacity < *out_len, KESTREL_ERROR_UNSUPPORTED when
+ * the model's template is not a known family (name one), KESTREL_ERROR_INVALID_ARGUMENT for an
+ * unknown family name, no template and no name, or a NULL role/content. */
+KESTREL_API kestrel_status kestrel_chat_apply(const kestrel_model* model, const char* family_or_null,
+                                              const kestrel_chat_message* msgs, size_t n, int add_generation_prompt,
+                                              int enable_thinking, char* out, size_t capacity, size_t* out_len);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

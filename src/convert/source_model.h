@@ -49,6 +49,12 @@ absl::StatusOr<SourceModel> LoadGguf(const std::string& path);
 // Hugging Face model folder: config.json, model.safetensors (or sharded with an index),
 // tokenizer.json and tokenizer_config.json; architectures Llama, Qwen2, Qwen3.
 absl::StatusOr<SourceModel> LoadHuggingFace(const std::string& folder);
+// The tokenizer alone from a Hugging Face tokenizer.json (byte-level BPE) and, unless the second
+// path is empty, its tokenizer_config.json (special tokens, add_bos, chat template). The vocabulary
+// size is the largest id + 1. Errors name the file: NotFound when unreadable, InvalidArgument when
+// malformed, Unimplemented for a valid but unsupported tokenizer.
+absl::StatusOr<TokenizerData> LoadHfTokenizer(const std::string& tokenizer_json,
+                                              const std::string& tokenizer_config_json_or_empty);
 // Seeded random weights in the shapes of a real model: "qwen3-0.6b", "qwen3-1.7b", "llama-1b", "tiny".
 absl::StatusOr<SourceModel> MakeSynthetic(const std::string& preset, uint64_t seed);
 

@@ -100,6 +100,12 @@ void TokenizerData::ToMetadata(Metadata* m) const {
   m->Set("tokenizer.token_types", token_types);
   if (!merges.empty()) m->Set("tokenizer.merges", merges);
   if (!pre_tokenizer.empty()) m->Set("tokenizer.pre", pre_tokenizer);
+  if (!normalizer.empty()) m->Set("tokenizer.normalizer", normalizer);
+  if (ignore_merges) m->Set("tokenizer.ignore_merges", ignore_merges);
+  if (!added_ids.empty()) {
+    m->Set("tokenizer.added_ids", added_ids);
+    m->Set("tokenizer.added_flags", added_flags);
+  }
   m->Set("tokenizer.bos_id", bos_id);
   m->Set("tokenizer.eos_id", eos_id);
   m->Set("tokenizer.unk_id", unk_id);
@@ -123,6 +129,10 @@ absl::StatusOr<TokenizerData> TokenizerData::FromMetadata(const Metadata& m) {
   if (auto s = m.GetF32Array("tokenizer.scores"); s.ok()) t.scores = **s;
   if (auto s = m.GetStringArray("tokenizer.merges"); s.ok()) t.merges = **s;
   if (auto s = m.GetString("tokenizer.pre"); s.ok()) t.pre_tokenizer = *s;
+  if (auto s = m.GetString("tokenizer.normalizer"); s.ok()) t.normalizer = *s;
+  if (auto s = m.GetBool("tokenizer.ignore_merges"); s.ok()) t.ignore_merges = *s;
+  if (auto s = m.GetI32Array("tokenizer.added_ids"); s.ok()) t.added_ids = **s;
+  if (auto s = m.GetI32Array("tokenizer.added_flags"); s.ok()) t.added_flags = **s;
   if (auto s = m.GetString("chat.template"); s.ok()) t.chat_template = *s;
   if (auto s = m.GetI32Array("tokenizer.eos_ids"); s.ok()) t.eos_ids = **s;
   for (auto [key, out] : {std::pair{"tokenizer.bos_id", &t.bos_id}, {"tokenizer.eos_id", &t.eos_id},
@@ -150,6 +160,15 @@ absl::Status TokenizerData::Validate() const {
   }
   for (int32_t id : eos_ids) {
     if (id < 0 || id >= n) return bad(absl::StrCat("end-of-generation id ", id, " is outside the vocabulary of ", n));
+  }
+  if (added_ids.size() != added_flags.size()) return bad("added_ids and added_flags differ in length");
+  for (int32_t id : added_ids) {
+    if (id < 0 || id >= n) return bad(absl::StrCat("added token id ", id, " is outside the vocabulary of ", n));
+    if (tokens[id].empty()) return bad(absl::StrCat("added token id ", id, " has empty text"));
+  }
+  if (!normalizer.empty() && normalizer != "NFC" && normalizer != "NFD" && normalizer != "NFKC" &&
+      normalizer != "NFKD") {
+    return bad(absl::StrCat("unknown normalizer '", normalizer, "' (known: NFC, NFD, NFKC, NFKD)"));
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/llama2c_tokenizer.h"
 
 namespace kestrel {
@@ -11,13 +12,19 @@ namespace kestrel {
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(const TokenizerData& data) {
   if (auto s = data.Validate(); !s.ok()) return s;
   if (data.type == "llama2c") return std::unique_ptr<Tokenizer>(new Llama2cTokenizer(data));
+  if (data.type == "bpe") {
+    auto bpe = BpeTokenizer::Create(data);
+    if (!bpe.ok()) return bpe.status();
+    return std::unique_ptr<Tokenizer>(std::move(*bpe));
+  }
   return absl::UnimplementedError(absl::StrCat("tokenizer type '", data.type,
-                                               "' is not supported by this build (supported: llama2c)"));
+                                               "' is not supported by this build (supported: llama2c, bpe)"));
 }
 
 bool Tokenizer::IsEndOfGeneration(int32_t id) const {
-  // eos_ids, when given, is the complete set (llama2.c stops on BOS, not on EOS).
-  if (data_.eos_ids.empty()) return id == data_.eos_id;
+  // For llama2.c, eos_ids, when given, is the complete set (it stops on BOS, not on EOS). For BPE
+  // models the importers store eos_ids as ids in addition to eos_id (e.g. <|endoftext|> and <|im_end|>).
+  if (data_.eos_ids.empty() || (data_.type == "bpe" && id == data_.eos_id)) return id == data_.eos_id;
   return std::find(data_.eos_ids.begin(), data_.eos_ids.end(), id) != data_.eos_ids.end();
 }
 

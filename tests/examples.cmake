@@ -1,0 +1,91 @@
+# ctest checks of the example programs (kestrel-run, the C example `simple`, the Python binding)
+# against llama2.c's run.c outputs in ../shared/models/*/expected.json. Fixtures convert the
+# models once. Without ../shared the checks fail, unless KESTREL_ALLOW_MISSING_SHARED=1 is set in
+# the environment, when they are reported as skipped (exit code 77).
+find_package(Python3 COMPONENTS Interpreter)
+if(NOT Python3_Interpreter_FOUND)
+  message(WARNING "python3 not found: the example tests are not registered")
+  return()
+endif()
+if(NOT TARGET kestrel-convert OR NOT TARGET kestrel-run)
+  message(STATUS "examples not built: the example tests are not registered")
+  return()
+endif()
+
+set(KESTREL_CHECK ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_expected.py)
+set(KESTREL_TEST_MODELS ${CMAKE_BINARY_DIR}/test-models)
+set(KESTREL_STORIES_DIR ${KESTREL_SHARED_DIR}/models/stories260K)
+set(KESTREL_AIDREAMS_DIR ${KESTREL_SHARED_DIR}/models/aidreams260K)
+set(KESTREL_STORIES_F32 ${KESTREL_TEST_MODELS}/stories260K-f32.vqf)
+set(KESTREL_AIDREAMS_F32 ${KESTREL_TEST_MODELS}/aidreams260K-f32.vqf)
+file(MAKE_DIRECTORY ${KESTREL_TEST_MODELS})
+
+# Fixtures: the converted models.
+add_test(NAME kestrel_fixture_stories_f32
+         COMMAND ${KESTREL_CHECK} run
+                 --require ${KESTREL_STORIES_DIR}/stories260K.bin --require ${KESTREL_STORIES_DIR}/tok512.bin --
+                 $<TARGET_FILE:kestrel-convert> ${KESTREL_STORIES_DIR}/stories260K.bin
+                 --tokenizer ${KESTREL_STORIES_DIR}/tok512.bin -o ${KESTREL_STORIES_F32})
+set_tests_properties(kestrel_fixture_stories_f32 PROPERTIES FIXTURES_SETUP kestrel_stories_f32 SKIP_RETURN_CODE 77)
+add_test(NAME kestrel_fixture_aidreams_f32
+         COMMAND ${KESTREL_CHECK} run
+                 --require ${KESTREL_AIDREAMS_DIR}/aidreams260K.bin --require ${KESTREL_AIDREAMS_DIR}/tok512.bin --
+                 $<TARGET_FILE:kestrel-convert> ${KESTREL_AIDREAMS_DIR}/aidreams260K.bin
+                 --tokenizer ${KESTREL_AIDREAMS_DIR}/tok512.bin -o ${KESTREL_AIDREAMS_F32})
+set_tests_properties(kestrel_fixture_aidreams_f32 PROPERTIES FIXTURES_SETUP kestrel_aidreams_f32 SKIP_RETURN_CODE 77)
+
+# kestrel-run reproduces run.c exactly.
+add_test(NAME kestrel_run_expected_stories260K
+         COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_STORIES_DIR}/expected.json --require ${KESTREL_STORIES_F32} --
+                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} -p {prompt} -n {n} --temp 0)
+set_tests_properties(kestrel_run_expected_stories260K PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+add_test(NAME kestrel_run_expected_aidreams260K
+         COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_AIDREAMS_DIR}/expected.json --require ${KESTREL_AIDREAMS_F32} --
+                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_AIDREAMS_F32} -p {prompt} -n {n} --temp 0)
+set_tests_properties(kestrel_run_expected_aidreams260K PROPERTIES FIXTURES_REQUIRED kestrel_aidreams_f32)
+
+# kestrel-run's failures: a nonzero exit and a message naming the status.
+add_test(NAME kestrel_run_error_missing_model
+         COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-run: .*KESTREL_ERROR_IO" --
+                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf -p hello -n 4)
+add_test(NAME kestrel_run_error_unknown_backend
+         COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-run: .*nope.*KESTREL_ERROR_BACKEND_UNAVAILABLE" --require ${KESTREL_STORIES_F32} --
+                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} --backend nope -p hello -n 4)
+set_tests_properties(kestrel_run_error_unknown_backend PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+add_test(NAME kestrel_run_error_negative_temperature
+         COMMAND ${KESTREL_CHECK} fail --stderr-regex "kestrel-run: .*temperature.*KESTREL_ERROR_INVALID_ARGUMENT" --require ${KESTREL_STORIES_F32} --
+                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} --temp -1 -p hello -n 4)
+set_tests_properties(kestrel_run_error_negative_temperature PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+add_test(NAME kestrel_run_error_usage
+         COMMAND ${KESTREL_CHECK} fail --stderr-regex "^kestrel-run: no model given" -- $<TARGET_FILE:kestrel-run> -p hello)
+
+# The C example.
+if(TARGET kestrel-simple)
+  add_test(NAME example_c_simple_expected
+           COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_STORIES_DIR}/expected.json --case 0
+                   --require ${KESTREL_STORIES_F32} --
+                   $<TARGET_FILE:kestrel-simple> ${KESTREL_STORIES_F32} {prompt} {n})
+  set_tests_properties(example_c_simple_expected PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+  add_test(NAME example_c_simple_error
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^simple: load: .*KESTREL_ERROR_IO" --
+                   $<TARGET_FILE:kestrel-simple> ${KESTREL_TEST_MODELS}/does-not-exist.vqf)
+endif()
+
+# The Python (ctypes) binding.
+set(KESTREL_GENERATE_PY ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/generate.py
+    --lib $<TARGET_FILE:kestrel>)
+add_test(NAME example_python_expected
+         COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_STORIES_DIR}/expected.json --require ${KESTREL_STORIES_F32} --
+                 ${KESTREL_GENERATE_PY} -m ${KESTREL_STORIES_F32} -p {prompt} -n {n} --temp 0)
+set_tests_properties(example_python_expected PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+add_test(NAME example_python_error_missing_model
+         COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^generate.py: KESTREL_ERROR_IO \\(2\\): " --
+                 ${KESTREL_GENERATE_PY} -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf -p hello -n 4)
+
+foreach(t kestrel_fixture_stories_f32 kestrel_fixture_aidreams_f32 kestrel_run_expected_stories260K
+          kestrel_run_expected_aidreams260K kestrel_run_error_unknown_backend kestrel_run_error_negative_temperature
+          example_c_simple_expected example_python_expected)
+  if(TEST ${t})
+    set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "examples;shared")
+  endif()
+endforeach()
