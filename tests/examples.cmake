@@ -89,3 +89,17 @@ foreach(t kestrel_fixture_stories_f32 kestrel_fixture_aidreams_f32 kestrel_run_e
     set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "examples;shared")
   endif()
 endforeach()
+
+# Built-in diagnostics: per-layer statistics and logit fingerprints, read-only and deterministic.
+add_test(NAME diagnostics_dump_layers_and_logits
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_diagnostics.py
+                 $<TARGET_FILE:kestrel-run> ${KESTREL_STORIES_F32} 5)
+set_tests_properties(diagnostics_dump_layers_and_logits PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32
+                     SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "examples;shared")
+
+# Installation: find_package(Kestrel) (shared and static), pkg-config, and only the C API exported.
+add_test(NAME install_and_downstream_build
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_install.sh ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}
+                 ${KESTREL_STORIES_F32})
+set_tests_properties(install_and_downstream_build PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32 TIMEOUT 300
+                     RUN_SERIAL TRUE)
