@@ -78,21 +78,31 @@ struct PlainQ4_0 {
 };
 
 // q8_0x8: one tile is exactly the 8-row group; row i's 8-byte chunk k is at 16 + (k * 8 + i) * 8.
+// The 32 bytes at 16 + k * 64 hold chunk k of rows 0-3 (and the next 32 of rows 4-7), so a 4x4
+// transpose of 64-bit elements gives each row's 32 quants.
 struct TiledQ8_0x8 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n, int64_t b, __m256i* w, uint16_t* d) {
     (void)n;  // tiled rows always fill the tile
     const uint8_t* group = data + ((r0 / 8) * blocks + b) * 34 * 8;
     std::memcpy(d, group, 16);
     const uint8_t* q = group + 16;
-    for (int i = 0; i < 8; ++i) {
-      int64_t c[4];
-      for (int k = 0; k < 4; ++k) std::memcpy(&c[k], q + (k * 8 + i) * 8, 8);
-      w[i] = _mm256_set_epi64x(c[3], c[2], c[1], c[0]);
+    for (int half = 0; half < 2; ++half) {
+      __m256i c[4];
+      for (int k = 0; k < 4; ++k) c[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k * 64 + half * 32));
+      const __m256i t0 = _mm256_unpacklo_epi64(c[0], c[1]);
+      const __m256i t1 = _mm256_unpackhi_epi64(c[0], c[1]);
+      const __m256i t2 = _mm256_unpacklo_epi64(c[2], c[3]);
+      const __m256i t3 = _mm256_unpackhi_epi64(c[2], c[3]);
+      w[half * 4 + 0] = _mm256_permute2x128_si256(t0, t2, 0x20);
+      w[half * 4 + 1] = _mm256_permute2x128_si256(t1, t3, 0x20);
+      w[half * 4 + 2] = _mm256_permute2x128_si256(t0, t2, 0x31);
+      w[half * 4 + 3] = _mm256_permute2x128_si256(t1, t3, 0x31);
     }
   }
 };
 
-// q4_0x4: an 8-row group is two tiles; row i's 4-byte chunk k is at 8 + (k * 4 + i) * 4.
+// q4_0x4: an 8-row group is two tiles; row i's 4-byte chunk k is at 8 + (k * 4 + i) * 4. The 16
+// bytes at 8 + k * 16 hold chunk k of the tile's 4 rows: a 4x4 transpose of 32-bit elements.
 struct TiledQ4_0x4 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n, int64_t b, __m256i* w, uint16_t* d) {
     for (int tile = 0; tile < 2; ++tile) {
@@ -106,11 +116,16 @@ struct TiledQ4_0x4 {
       const uint8_t* group = data + ((r0 / 4 + tile) * blocks + b) * 18 * 4;
       std::memcpy(d + tile * 4, group, 8);
       const uint8_t* q = group + 8;
-      for (int i = 0; i < 4; ++i) {
-        int32_t c[4];
-        for (int k = 0; k < 4; ++k) std::memcpy(&c[k], q + (k * 4 + i) * 4, 4);
-        w[tile * 4 + i] = UnpackQ4(_mm_set_epi32(c[3], c[2], c[1], c[0]));
-      }
+      __m128i c[4];
+      for (int k = 0; k < 4; ++k) c[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k * 16));
+      const __m128i a = _mm_unpacklo_epi32(c[0], c[1]);
+      const __m128i bb = _mm_unpackhi_epi32(c[0], c[1]);
+      const __m128i cc = _mm_unpacklo_epi32(c[2], c[3]);
+      const __m128i dd = _mm_unpackhi_epi32(c[2], c[3]);
+      w[tile * 4 + 0] = UnpackQ4(_mm_unpacklo_epi64(a, cc));
+      w[tile * 4 + 1] = UnpackQ4(_mm_unpackhi_epi64(a, cc));
+      w[tile * 4 + 2] = UnpackQ4(_mm_unpacklo_epi64(bb, dd));
+      w[tile * 4 + 3] = UnpackQ4(_mm_unpackhi_epi64(bb, dd));
     }
   }
 };
