@@ -299,3 +299,44 @@ TEST_CASE("NaN and Inf inputs propagate instead of vanishing", "[kernels][confor
 
 }  // namespace
 }  // namespace kestrel
+
+namespace kestrel {
+namespace {
+
+TEST_CASE("every backend's Q8_0 activation quantizer is bit-identical to the reference, ties included", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  std::vector<std::vector<float>> blocks;
+  // amax 127 makes the scale exactly 1, so x.5 values are exact ties (lround rounds away from zero).
+  std::vector<float> ties(32);
+  for (int i = 0; i < 32; ++i) ties[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i) + 0.5f);
+  ties[31] = 127.0f;
+  blocks.push_back(ties);
+  blocks.push_back(std::vector<float>(32, 0.0f));                     // all zero: d = 0
+  blocks.push_back(std::vector<float>(32, -3.25f));                    // constant negative
+  std::vector<float> tiny(32, 1e-30f);
+  tiny[3] = -2e-30f;
+  blocks.push_back(tiny);                                              // subnormal-range scale
+  for (uint32_t seed = 0; seed < 200; ++seed) blocks.push_back(RandomVector(32, seed, seed % 2 ? 1e3f : 1e-2f));
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name);
+      continue;
+    }
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      BlockQ8_0 got{}, want{};
+      b->kernels->quantize_q8_0(blocks[i].data(), &got, 32);
+      ref.kernels->quantize_q8_0(blocks[i].data(), &want, 32);
+      INFO(b->name << " block " << i);
+      REQUIRE(std::memcmp(&got, &want, sizeof(BlockQ8_0)) == 0);
+    }
+    // Rows of many blocks.
+    const auto row = RandomVector(32 * 37, 99, 5.0f);
+    std::vector<BlockQ8_0> got(37), want(37);
+    b->kernels->quantize_q8_0(row.data(), got.data(), 32 * 37);
+    ref.kernels->quantize_q8_0(row.data(), want.data(), 32 * 37);
+    REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_0)) == 0);
+  }
+}
+
+}  // namespace
+}  // namespace kestrel
