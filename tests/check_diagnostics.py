@@ -2,18 +2,18 @@
 """Checks kestrel-run's built-in diagnostics on a model (stdlib only):
 KESTREL_DUMP_LAYERS and KESTREL_DUMP_LOGITS print one line per layer stage / per step, never change
 the generated text, and two identical runs give identical logit fingerprints.
-usage: check_diagnostics.py KESTREL_RUN MODEL N_LAYERS
+usage: check_diagnostics.py MODEL N_LAYERS [RUNNER...] KESTREL_RUN
 """
 import os
 import re
 import subprocess
 import sys
 
-run, model, n_layers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+model, n_layers, run = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 if not os.path.exists(model):
     print(f"missing {model}", file=sys.stderr)
     sys.exit(77 if os.environ.get("KESTREL_ALLOW_MISSING_SHARED") == "1" else 1)
-cmd = [run, "-m", model, "-p", "Once upon a time", "-n", "6", "--temp", "0"]
+cmd = run + ["-m", model, "-p", "Once upon a time", "-n", "6", "--temp", "0"]
 plain = subprocess.run(cmd, capture_output=True, text=True, check=True)
 env = dict(os.environ, KESTREL_DUMP_LAYERS="1", KESTREL_DUMP_LOGITS="1")
 dumped = [subprocess.run(cmd, capture_output=True, text=True, check=True, env=env) for _ in range(2)]

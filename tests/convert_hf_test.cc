@@ -183,13 +183,14 @@ HfModel MakeHfModel(const std::string& arch) {
   } else if (arch == "llama") {
     // No add_bos_token: the post_processor's template decides (as in Llama 3's tokenizer.json).
     m.tokenizer_config = {{"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"}};
-    m.tokenizer["post_processor"] = {
-        {"type", "Sequence"},
-        {"processors",
-         {{{"type", "ByteLevel"}},
-          {{"type", "TemplateProcessing"},
-           {"single", {{{"SpecialToken", {{"id", "<|im_start|>"}, {"type_id", 0}}}},
-                       {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}}}}}};
+    // Parsed from text: nested brace-initializers are ambiguous between arrays and objects.
+    m.tokenizer["post_processor"] = nlohmann::json::parse(R"({
+        "type": "Sequence",
+        "processors": [
+          {"type": "ByteLevel"},
+          {"type": "TemplateProcessing",
+           "single": [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}},
+                      {"Sequence": {"id": "A", "type_id": 0}}]}]})");
   } else {
     m.tokenizer_config = {{"bos_token", nullptr},
                           {"eos_token", "<|im_end|>"},

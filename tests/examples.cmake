@@ -13,6 +13,8 @@ if(NOT TARGET kestrel-convert OR NOT TARGET kestrel-run)
 endif()
 
 set(KESTREL_CHECK ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_expected.py)
+# In a cross build the programs run under the emulator (qemu-aarch64; it reads QEMU_CPU).
+set(KESTREL_RUNNER ${CMAKE_CROSSCOMPILING_EMULATOR})
 set(KESTREL_TEST_MODELS ${CMAKE_BINARY_DIR}/test-models)
 set(KESTREL_STORIES_DIR ${KESTREL_SHARED_DIR}/models/stories260K)
 set(KESTREL_AIDREAMS_DIR ${KESTREL_SHARED_DIR}/models/aidreams260K)
@@ -24,54 +26,55 @@ file(MAKE_DIRECTORY ${KESTREL_TEST_MODELS})
 add_test(NAME kestrel_fixture_stories_f32
          COMMAND ${KESTREL_CHECK} run
                  --require ${KESTREL_STORIES_DIR}/stories260K.bin --require ${KESTREL_STORIES_DIR}/tok512.bin --
-                 $<TARGET_FILE:kestrel-convert> ${KESTREL_STORIES_DIR}/stories260K.bin
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-convert> ${KESTREL_STORIES_DIR}/stories260K.bin
                  --tokenizer ${KESTREL_STORIES_DIR}/tok512.bin -o ${KESTREL_STORIES_F32})
 set_tests_properties(kestrel_fixture_stories_f32 PROPERTIES FIXTURES_SETUP kestrel_stories_f32 SKIP_RETURN_CODE 77)
 add_test(NAME kestrel_fixture_aidreams_f32
          COMMAND ${KESTREL_CHECK} run
                  --require ${KESTREL_AIDREAMS_DIR}/aidreams260K.bin --require ${KESTREL_AIDREAMS_DIR}/tok512.bin --
-                 $<TARGET_FILE:kestrel-convert> ${KESTREL_AIDREAMS_DIR}/aidreams260K.bin
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-convert> ${KESTREL_AIDREAMS_DIR}/aidreams260K.bin
                  --tokenizer ${KESTREL_AIDREAMS_DIR}/tok512.bin -o ${KESTREL_AIDREAMS_F32})
 set_tests_properties(kestrel_fixture_aidreams_f32 PROPERTIES FIXTURES_SETUP kestrel_aidreams_f32 SKIP_RETURN_CODE 77)
 
 # kestrel-run reproduces run.c exactly.
 add_test(NAME kestrel_run_expected_stories260K
          COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_STORIES_DIR}/expected.json --require ${KESTREL_STORIES_F32} --
-                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} -p {prompt} -n {n} --temp 0)
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} -p {prompt} -n {n} --temp 0)
 set_tests_properties(kestrel_run_expected_stories260K PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
 add_test(NAME kestrel_run_expected_aidreams260K
          COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_AIDREAMS_DIR}/expected.json --require ${KESTREL_AIDREAMS_F32} --
-                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_AIDREAMS_F32} -p {prompt} -n {n} --temp 0)
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -m ${KESTREL_AIDREAMS_F32} -p {prompt} -n {n} --temp 0)
 set_tests_properties(kestrel_run_expected_aidreams260K PROPERTIES FIXTURES_REQUIRED kestrel_aidreams_f32)
 
 # kestrel-run's failures: a nonzero exit and a message naming the status.
 add_test(NAME kestrel_run_error_missing_model
          COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-run: .*KESTREL_ERROR_IO" --
-                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf -p hello -n 4)
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf -p hello -n 4)
 add_test(NAME kestrel_run_error_unknown_backend
          COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-run: .*nope.*KESTREL_ERROR_BACKEND_UNAVAILABLE" --require ${KESTREL_STORIES_F32} --
-                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} --backend nope -p hello -n 4)
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} --backend nope -p hello -n 4)
 set_tests_properties(kestrel_run_error_unknown_backend PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
 add_test(NAME kestrel_run_error_negative_temperature
          COMMAND ${KESTREL_CHECK} fail --stderr-regex "kestrel-run: .*temperature.*KESTREL_ERROR_INVALID_ARGUMENT" --require ${KESTREL_STORIES_F32} --
-                 $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} --temp -1 -p hello -n 4)
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -m ${KESTREL_STORIES_F32} --temp -1 -p hello -n 4)
 set_tests_properties(kestrel_run_error_negative_temperature PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
 add_test(NAME kestrel_run_error_usage
-         COMMAND ${KESTREL_CHECK} fail --stderr-regex "^kestrel-run: no model given" -- $<TARGET_FILE:kestrel-run> -p hello)
+         COMMAND ${KESTREL_CHECK} fail --stderr-regex "^kestrel-run: no model given" -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -p hello)
 
 # The C example.
 if(TARGET kestrel-simple)
   add_test(NAME example_c_simple_expected
            COMMAND ${KESTREL_CHECK} expect --expected ${KESTREL_STORIES_DIR}/expected.json --case 0
                    --require ${KESTREL_STORIES_F32} --
-                   $<TARGET_FILE:kestrel-simple> ${KESTREL_STORIES_F32} {prompt} {n})
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-simple> ${KESTREL_STORIES_F32} {prompt} {n})
   set_tests_properties(example_c_simple_expected PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
   add_test(NAME example_c_simple_error
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^simple: load: .*KESTREL_ERROR_IO" --
-                   $<TARGET_FILE:kestrel-simple> ${KESTREL_TEST_MODELS}/does-not-exist.vqf)
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-simple> ${KESTREL_TEST_MODELS}/does-not-exist.vqf)
 endif()
 
-# The Python (ctypes) binding.
+# The Python (ctypes) binding: the host's Python cannot load a cross-built library.
+if(NOT CMAKE_CROSSCOMPILING)
 set(KESTREL_GENERATE_PY ${Python3_EXECUTABLE} ${PROJECT_SOURCE_DIR}/examples/python/generate.py
     --lib $<TARGET_FILE:kestrel>)
 add_test(NAME example_python_expected
@@ -81,6 +84,7 @@ set_tests_properties(example_python_expected PROPERTIES FIXTURES_REQUIRED kestre
 add_test(NAME example_python_error_missing_model
          COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^generate.py: KESTREL_ERROR_IO \\(2\\): " --
                  ${KESTREL_GENERATE_PY} -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf -p hello -n 4)
+endif()
 
 foreach(t kestrel_fixture_stories_f32 kestrel_fixture_aidreams_f32 kestrel_run_expected_stories260K
           kestrel_run_expected_aidreams260K kestrel_run_error_unknown_backend kestrel_run_error_negative_temperature
@@ -92,14 +96,16 @@ endforeach()
 
 # Built-in diagnostics: per-layer statistics and logit fingerprints, read-only and deterministic.
 add_test(NAME diagnostics_dump_layers_and_logits
-         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_diagnostics.py
-                 $<TARGET_FILE:kestrel-run> ${KESTREL_STORIES_F32} 5)
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_diagnostics.py ${KESTREL_STORIES_F32} 5
+                 ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run>)
 set_tests_properties(diagnostics_dump_layers_and_logits PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32
                      SKIP_RETURN_CODE 77 TIMEOUT 120 LABELS "examples;shared")
 
 # Installation: find_package(Kestrel) (shared and static), pkg-config, and only the C API exported.
+if(NOT CMAKE_CROSSCOMPILING)
 add_test(NAME install_and_downstream_build
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/check_install.sh ${CMAKE_BINARY_DIR} ${PROJECT_SOURCE_DIR}
                  ${KESTREL_STORIES_F32})
 set_tests_properties(install_and_downstream_build PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32 TIMEOUT 300
                      RUN_SERIAL TRUE)
+endif()

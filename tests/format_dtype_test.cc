@@ -26,17 +26,24 @@ float BitsFloat(uint32_t u) {
   return f;
 }
 
-// The compiler's IEEE binary16 is the reference. GCC 12 provides _Float16 on x86-64 and AArch64.
-#if defined(__FLT16_MAX__)
+// The compiler's IEEE binary16 is the reference: _Float16 on x86-64; on AArch64, where GCC 12's
+// C++ lacks _Float16, the ARM __fp16 type (IEEE format, round-to-nearest-even conversions).
+#if defined(__aarch64__)
 #define KESTREL_HAVE_FLOAT16 1
+using ReferenceHalf = __fp16;
+#elif defined(__FLT16_MAX__)
+#define KESTREL_HAVE_FLOAT16 1
+using ReferenceHalf = _Float16;
+#endif
+#if KESTREL_HAVE_FLOAT16
 uint16_t ReferenceFp32ToFp16(float f) {
-  const _Float16 h = static_cast<_Float16>(f);
+  const ReferenceHalf h = static_cast<ReferenceHalf>(f);
   uint16_t bits;
   std::memcpy(&bits, &h, 2);
   return bits;
 }
 float ReferenceFp16ToFp32(uint16_t bits) {
-  _Float16 h;
+  ReferenceHalf h;
   std::memcpy(&h, &bits, 2);
   return static_cast<float>(h);
 }
@@ -375,7 +382,7 @@ TEST_CASE("EncodeRow / DequantizeRow round trips", "[dtype]") {
     for (int64_t i = 0; i < n; ++i) {
       REQUIRE(FloatBits(y[i]) == FloatBits(Fp16ToFp32(Fp32ToFp16(x[i]))));
 #if KESTREL_HAVE_FLOAT16
-      REQUIRE(FloatBits(y[i]) == FloatBits(static_cast<float>(static_cast<_Float16>(x[i]))));
+      REQUIRE(FloatBits(y[i]) == FloatBits(static_cast<float>(static_cast<ReferenceHalf>(x[i]))));
 #endif
     }
     REQUIRE(std::isinf(y[3]));
