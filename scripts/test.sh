@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Builds Kestrel and runs every test: the native build (warnings as errors) with the whole ctest
-# suite, then the format and C API tests again under AddressSanitizer + UBSan.
+# suite; the format, conversion, decoder and C API tests again under AddressSanitizer + UBSan; then
+# the aarch64 cross build with its whole suite under qemu on a CPU without dotprod (cortex-a53) and
+# one with it (max).
 # Usage: scripts/test.sh            (from the repository root; installs packages when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,3 +21,6 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKESTREL_SA
 cmake --build build-asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan -j "$jobs" --output-on-failure -R 'format|convert|vqf|capi|decoder|tokenizer'
+
+echo "== aarch64 cross build, tests under qemu: cortex-a53 (neon) and max (neon_dotprod)"
+bash scripts/test-arm.sh
