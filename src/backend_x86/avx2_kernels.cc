@@ -165,6 +165,22 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
   }
 }
 
+// Sum of a Q8_0 block's 32 quants.
+inline int32_t BlockSum(const BlockQ8_0& a) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+  const __m128i s2 = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
+}
+
+// Q4_0 in q4_0x4 tiles, two tiles (8 rows) at a time. The tile's bytes are used as they lie: dword
+// lane j of the first 32 quant bytes is chunk j/4 of row j%4, so one permuted copy of the activation
+// block serves all four rows, and the unsigned nibbles go straight into maddubs; the -8 offset is
+// applied once per block as 8 * sum(a). Integer sums are exact, so results equal the reference's.
+void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
+                  int64_t row_end);
+
 inline float HorizontalSum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -250,6 +266,70 @@ inline __m256i RoundHalfAway(__m256 v) {
 // Software fp32 -> fp16 of the scale, identical to the format module's (round to nearest even).
 inline uint16_t FloatToHalf(float f) { return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0)); }
 
+constexpr int64_t kMaxTiledBlocks = 1024;  // per-block activation sums live on the stack
+
+void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
+                  int64_t row_end) {
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const int64_t blocks = w.columns / 32;
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i pick0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), pick1 = _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5);
+  const __m256i pick2 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3), pick3 = _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7);
+  alignas(32) int32_t offset[kTokenTile][kMaxTiledBlocks];
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTokenTile) {
+    const int n_tok = static_cast<int>(x.n_tokens - t0 < kTokenTile ? x.n_tokens - t0 : kTokenTile);
+    for (int t = 0; t < n_tok; ++t) {
+      for (int64_t b = 0; b < blocks; ++b) offset[t][b] = 8 * BlockSum(x.q8_0[(t0 + t) * blocks + b]);
+    }
+    for (int64_t r0 = row_begin; r0 < row_end; r0 += 8) {
+      const bool two = r0 + 4 < row_end;
+      __m256 acc[kTokenTile];
+      for (int t = 0; t < kTokenTile; ++t) acc[t] = _mm256_setzero_ps();
+      for (int64_t b = 0; b < blocks; ++b) {
+        const uint8_t* g0 = data + ((r0 / 4) * blocks + b) * 72;
+        const uint8_t* g1 = two ? g0 + blocks * 72 : g0;  // a missing second tile repeats the first, unused
+        const __m256 w_scale = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g0)),
+                                                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g1))));
+        __m256i q[2][4];
+        for (int tile = 0; tile < 2; ++tile) {
+          const uint8_t* quants = (tile ? g1 : g0) + 8;
+          const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants));
+          const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 32));
+          q[tile][0] = _mm256_and_si256(y0, nibble);
+          q[tile][1] = _mm256_and_si256(_mm256_srli_epi16(y0, 4), nibble);
+          q[tile][2] = _mm256_and_si256(y1, nibble);
+          q[tile][3] = _mm256_and_si256(_mm256_srli_epi16(y1, 4), nibble);
+        }
+        for (int t = 0; t < n_tok; ++t) {
+          const BlockQ8_0& a = x.q8_0[(t0 + t) * blocks + b];
+          const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+          const __m256i p0 = _mm256_permutevar8x32_epi32(av, pick0), p1 = _mm256_permutevar8x32_epi32(av, pick1);
+          const __m256i p2 = _mm256_permutevar8x32_epi32(av, pick2), p3 = _mm256_permutevar8x32_epi32(av, pick3);
+          __m128i folded[2];
+          for (int tile = 0; tile < 2; ++tile) {
+            // Each maddubs lane is at most 2 * 15 * 128 in magnitude, so four fit in int16.
+            const __m256i s16 = _mm256_add_epi16(
+                _mm256_add_epi16(_mm256_maddubs_epi16(q[tile][0], p0), _mm256_maddubs_epi16(q[tile][1], p1)),
+                _mm256_add_epi16(_mm256_maddubs_epi16(q[tile][2], p2), _mm256_maddubs_epi16(q[tile][3], p3)));
+            const __m256i s32 = _mm256_madd_epi16(s16, ones16);
+            folded[tile] = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+          }
+          const __m256i sums = _mm256_sub_epi32(_mm256_set_m128i(folded[1], folded[0]), _mm256_set1_epi32(offset[t][b]));
+          const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a.d)));
+          acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
+        }
+      }
+      alignas(32) float out[8];
+      const int n_rows = two ? 8 : 4;
+      for (int t = 0; t < n_tok; ++t) {
+        _mm256_store_ps(out, acc[t]);
+        for (int i = 0; i < n_rows; ++i) y[(t0 + t) * y_stride + r0 + i] = out[i];
+      }
+    }
+  }
+}
+
 }  // namespace
 
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
@@ -287,7 +367,10 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
       if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<TiledQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
       return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
-      if (w.layout == Layout::kQ4_0x4) return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
+      if (w.layout == Layout::kQ4_0x4) {
+        if (w.columns / 32 <= kMaxTiledBlocks) return MatmulQ4_0x4(w, x, y, y_stride, row_begin, row_end);
+        return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
+      }
       return MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kF32: return MatmulFloat<F32Row>(w, x, y, y_stride, row_begin, row_end);
     case DType::kF16: return MatmulFloat<F16Row>(w, x, y, y_stride, row_begin, row_end);
