@@ -178,9 +178,6 @@ inline int32_t BlockSum(const BlockQ8_0& a) {
 // lane j of the first 32 quant bytes is chunk j/4 of row j%4, so one permuted copy of the activation
 // block serves all four rows, and the unsigned nibbles go straight into maddubs; the -8 offset is
 // applied once per block as 8 * sum(a). Integer sums are exact, so results equal the reference's.
-void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
-                  int64_t row_end);
-
 inline float HorizontalSum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -268,6 +265,38 @@ inline uint16_t FloatToHalf(float f) { return static_cast<uint16_t>(_mm_extract_
 
 constexpr int64_t kMaxTiledBlocks = 1024;  // per-block activation sums live on the stack
 
+// Plain Q4_0 rows are brought into the q4_0x4 arrangement in registers (a 4x4 transpose of 32-bit
+// chunks), so both layouts share the kernel below.
+struct Q4Tiles {
+  // Scales (4 halves) and the 64 interleaved quant bytes of the 4-row tile starting at `row`.
+  static void Load(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* scales, __m256i* y0,
+                   __m256i* y1) {
+    const uint8_t* g = data + ((row / 4) * blocks + b) * 72;
+    *scales = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g));
+    *y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 8));
+    *y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 40));
+  }
+};
+struct Q4Rows {
+  static void Load(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* scales, __m256i* y0,
+                   __m256i* y1) {
+    __m128i r[4];
+    uint16_t d[4];
+    for (int i = 0; i < 4; ++i) {
+      const uint8_t* block = data + ((row + i) * blocks + b) * 18;
+      std::memcpy(&d[i], block, 2);
+      r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    }
+    *scales = _mm_setr_epi16(static_cast<int16_t>(d[0]), static_cast<int16_t>(d[1]), static_cast<int16_t>(d[2]),
+                             static_cast<int16_t>(d[3]), 0, 0, 0, 0);
+    const __m128i a = _mm_unpacklo_epi32(r[0], r[1]), bb = _mm_unpackhi_epi32(r[0], r[1]);
+    const __m128i c = _mm_unpacklo_epi32(r[2], r[3]), dd = _mm_unpackhi_epi32(r[2], r[3]);
+    *y0 = _mm256_set_m128i(_mm_unpackhi_epi64(a, c), _mm_unpacklo_epi64(a, c));    // chunks 0, 1
+    *y1 = _mm256_set_m128i(_mm_unpackhi_epi64(bb, dd), _mm_unpacklo_epi64(bb, dd));  // chunks 2, 3
+  }
+};
+
+template <typename Tiles>
 void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                   int64_t row_end) {
   const auto* data = static_cast<const uint8_t*>(w.data);
@@ -287,20 +316,18 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
       __m256 acc[kTokenTile];
       for (int t = 0; t < kTokenTile; ++t) acc[t] = _mm256_setzero_ps();
       for (int64_t b = 0; b < blocks; ++b) {
-        const uint8_t* g0 = data + ((r0 / 4) * blocks + b) * 72;
-        const uint8_t* g1 = two ? g0 + blocks * 72 : g0;  // a missing second tile repeats the first, unused
-        const __m256 w_scale = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(g0)),
-                                                                  _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g1))));
+        __m128i scales[2];
         __m256i q[2][4];
         for (int tile = 0; tile < 2; ++tile) {
-          const uint8_t* quants = (tile ? g1 : g0) + 8;
-          const __m256i y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants));
-          const __m256i y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 32));
+          __m256i y0, y1;
+          // A missing second tile repeats the first; its lanes are never stored.
+          Tiles::Load(data, blocks, tile && two ? r0 + 4 : r0, b, &scales[tile], &y0, &y1);
           q[tile][0] = _mm256_and_si256(y0, nibble);
           q[tile][1] = _mm256_and_si256(_mm256_srli_epi16(y0, 4), nibble);
           q[tile][2] = _mm256_and_si256(y1, nibble);
           q[tile][3] = _mm256_and_si256(_mm256_srli_epi16(y1, 4), nibble);
         }
+        const __m256 w_scale = _mm256_cvtph_ps(_mm_unpacklo_epi64(scales[0], scales[1]));
         for (int t = 0; t < n_tok; ++t) {
           const BlockQ8_0& a = x.q8_0[(t0 + t) * blocks + b];
           const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
@@ -368,8 +395,15 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
       return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
       if (w.layout == Layout::kQ4_0x4) {
-        if (w.columns / 32 <= kMaxTiledBlocks) return MatmulQ4_0x4(w, x, y, y_stride, row_begin, row_end);
+        if (w.columns / 32 <= kMaxTiledBlocks) return MatmulQ4_0x4<Q4Tiles>(w, x, y, y_stride, row_begin, row_end);
         return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
+      }
+      // Whole 4-row groups through the shared kernel; a remainder of 1-3 rows the general way.
+      if (w.columns / 32 <= kMaxTiledBlocks) {
+        const int64_t split = row_begin + (row_end - row_begin) / 4 * 4;
+        if (split > row_begin) MatmulQ4_0x4<Q4Rows>(w, x, y, y_stride, row_begin, split);
+        if (split < row_end) MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, split, row_end);
+        return;
       }
       return MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kF32: return MatmulFloat<F32Row>(w, x, y, y_stride, row_begin, row_end);
