@@ -274,7 +274,7 @@ kestrel_status kestrel_session_create(const kestrel_model* model, const kestrel_
     kestrel_session_params p;
     if (auto st = ReadParams(params, &p, kestrel_session_params_init, "kestrel_session_params"); st != KESTREL_OK) return st;
     if (p.kv_type != KESTREL_KV_F32 && p.kv_type != KESTREL_KV_F16) {
-      return Fail(KESTREL_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", static_cast<int>(p.kv_type)));
+      return Fail(KESTREL_ERROR_INVALID_ARGUMENT, absl::StrCat("unknown kv_type ", p.kv_type));
     }
     kestrel::SessionOptions options;
     options.context_length = p.context_length;

@@ -525,7 +525,7 @@ TEST_CASE("capi: argument errors", "[capi][shared][errors]") {
     sp.batch_size = 0;
     CHECK_STATUS(kestrel_session_create(model.get(), &sp, &s), KESTREL_ERROR_INVALID_ARGUMENT);
     sp = SessionParams();
-    sp.kv_type = static_cast<kestrel_kv_type>(7);
+    sp.kv_type = 7;
     CHECK_STATUS(kestrel_session_create(model.get(), &sp, &s), KESTREL_ERROR_INVALID_ARGUMENT);
     CHECK(s == nullptr);
   }

@@ -52,7 +52,7 @@ class _SessionParams(ctypes.Structure):
         ("struct_size", ctypes.c_uint32),
         ("context_length", ctypes.c_int32),
         ("n_threads", ctypes.c_int32),
-        ("kv_type", ctypes.c_int),
+        ("kv_type", ctypes.c_int32),
         ("batch_size", ctypes.c_int32),
         ("check_finite", ctypes.c_int32),
         ("layer_stats", ctypes.c_void_p),

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Regenerates the figures in bench/README.md on this machine: kernel microbenchmarks (every backend
+# against the generic one, same run) and end-to-end kestrel-bench runs on synthetic Qwen3-1.7B-shaped
+# models (random weights: speed does not depend on their values).
+# Usage: bench/run_benchmarks.sh [BUILD_DIR (default build)] [MODEL_DIR (default BUILD_DIR/bench-models)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+models=${2:-$build/bench-models}
+mkdir -p "$models"
+for spec in q4_0:plain q4_0:tiled q8_0:plain q8_0:tiled; do
+  type=${spec%%:*} layout=${spec##*:}
+  file="$models/qwen3-1.7b-$type-$layout.vqf"
+  [ -f "$file" ] || "$build/examples/kestrel-convert" --synthetic qwen3-1.7b --type "$type" --layout "$layout" -o "$file"
+done
+echo "## kernels"
+"$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
+  --benchmark_filter='(gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize|thread_pool'
+for spec in q4_0-tiled q4_0-plain q8_0-tiled q8_0-plain; do
+  echo "## kestrel-bench qwen3-1.7b $spec"
+  "$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-$spec.vqf" -p 64 -n 32 -t 1,2 -r 3
+done
