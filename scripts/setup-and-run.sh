@@ -6,10 +6,10 @@ cd "$(dirname "$0")/.."
 jobs=${KESTREL_JOBS:-2}
 
 bash scripts/install-deps.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_BUILD_TESTS=OFF -DKESTREL_BUILD_BENCH=OFF
-cmake --build build -j "$jobs"
+cmake -S . -B build-run -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_BUILD_TESTS=OFF -DKESTREL_BUILD_BENCH=OFF
+cmake --build build-run -j "$jobs"
 
-models=build/models
+models=build-run/models
 mkdir -p "$models"
 src=../shared/models/stories260K
 if [ ! -f "$src/stories260K.bin" ]; then
@@ -21,5 +21,5 @@ if [ ! -f "$src/stories260K.bin" ]; then
     [ -f "$src/$f" ] || curl -fL --retry 3 -o "$src/$f" "$base/$f"
   done
 fi
-./build/examples/kestrel-convert "$src/stories260K.bin" --tokenizer "$src/tok512.bin" -o "$models/stories260K-q8_0.vqf" --type q8_0
-./build/examples/kestrel-run -m "$models/stories260K-q8_0.vqf" -p "Once upon a time" -n 200 --temp 0 --verbose
+./build-run/examples/kestrel-convert "$src/stories260K.bin" --tokenizer "$src/tok512.bin" -o "$models/stories260K-q8_0.vqf" --type q8_0
+./build-run/examples/kestrel-run -m "$models/stories260K-q8_0.vqf" -p "Once upon a time" -n 200 --temp 0 --verbose
