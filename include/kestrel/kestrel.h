@@ -137,7 +137,7 @@ typedef void (*kestrel_layer_stats_fn)(const kestrel_layer_stats* stats, void* u
 
 typedef struct kestrel_session_params {
   uint32_t struct_size;
-  int32_t context_length; /* 0: the model's */
+  int32_t context_length; /* 0: the model's, at most 4096; up to the model's context */
   int32_t n_threads;      /* 0: the hardware's (at most 8) */
   int32_t kv_type; /* a kestrel_kv_type value (an int here, so any value a caller passes is defined) */
   int32_t batch_size;     /* prompt tokens per prefill step (default 64) */

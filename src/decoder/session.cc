@@ -70,7 +70,8 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
 Session::Session(const Model& model, const SessionOptions& options, int n_threads)
     : model_(model), options_(options), pool_(n_threads) {
   const ModelConfig& c = model.config();
-  context_length_ = options.context_length > 0 ? options.context_length : c.context_length;
+  context_length_ = options.context_length > 0 ? options.context_length
+                                               : std::min(c.context_length, kDefaultContextLength);
   dump_logits_ = EnvFlag("KESTREL_DUMP_LOGITS");
   if (EnvFlag("KESTREL_CHECK_FINITE")) options_.check_finite = true;
   const size_t b = static_cast<size_t>(options.batch_size);
@@ -89,8 +90,10 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
   qx_.resize(b * (widest / kQuantBlockSize + 1));
   const size_t kv_bytes = static_cast<size_t>(c.n_layers) * context_length_ * kv_dim * DTypeBlockBytes(options.kv_dtype);
-  k_cache_.resize(kv_bytes);
-  v_cache_.resize(kv_bytes);
+  // Not zero-filled: the OS commits pages as positions are written, so a long context costs memory
+  // only as it is used.
+  k_cache_.reset(new uint8_t[kv_bytes]);
+  v_cache_.reset(new uint8_t[kv_bytes]);
 }
 
 absl::Status Session::Truncate(int32_t n_keep) {
@@ -243,8 +246,8 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     if (auto s = CheckFinite(v_.data(), n * kv_dim, layer, "attn_v matmul"); !s.ok()) return s;
 
     other_start = Clock::now();
-    uint8_t* k_layer = k_cache_.data() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
-    uint8_t* v_layer = v_cache_.data() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
+    uint8_t* k_layer = k_cache_.get() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
+    uint8_t* v_layer = v_cache_.get() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
     for (int32_t t = 0; t < n; ++t) {
       float* q = q_.data() + t * q_dim;
       float* kk = k_.data() + t * kv_dim;

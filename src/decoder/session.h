@@ -35,8 +35,12 @@ struct LayerStats {
 };
 using LayerStatsCallback = void (*)(const LayerStats& stats, void* user_data);
 
+// The context a session gets when none is asked for: a model's full context (40960 for Qwen3) would
+// reserve gigabytes of KV cache that short conversations never use.
+inline constexpr int32_t kDefaultContextLength = 4096;
+
 struct SessionOptions {
-  int32_t context_length = 0;  // 0: the model's
+  int32_t context_length = 0;  // 0: the model's, at most kDefaultContextLength
   int32_t n_threads = 0;       // 0: hardware threads (at most 8)
   DType kv_dtype = DType::kF32;  // f32 or f16
   int32_t batch_size = 64;     // prompt tokens per prefill step
@@ -87,7 +91,7 @@ class Session {
 
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_, scores_;
   std::vector<BlockQ8_0> qx_;
-  std::vector<uint8_t> k_cache_, v_cache_;
+  std::unique_ptr<uint8_t[]> k_cache_, v_cache_;
   Activations input_;
 };
 
