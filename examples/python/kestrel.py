@@ -166,8 +166,30 @@ class Library:
         return Model(self, path, backend)
 
 
-class Model:
+class _Owned:
+    """A C handle freed by `_free_name` on close(), at the end of a `with` block, or when collected."""
+
+    _free_name = None
+
+    def close(self):
+        if self._handle:
+            getattr(self._lib, self._free_name)(self._handle)
+            self._handle = _P()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()
+
+
+class Model(_Owned):
     """A loaded .vqf model. Free it with close() or a `with` block."""
+
+    _free_name = "kestrel_model_free"
 
     def __init__(self, library, path, backend=None):
         self._k = library
@@ -186,42 +208,32 @@ class Model:
         for key in ("architecture", "backend"):
             self.info[key] = self.info[key].decode()
 
-    def close(self):
-        if self._handle:
-            self._lib.kestrel_model_free(self._handle)
-            self._handle = _P()
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
+    def _fill(self, call, make_buffer):
+        """The C API's two-step pattern: ask the size needed, then fill a buffer of that size."""
+        needed = ctypes.c_size_t()
+        status = call(None, 0, ctypes.byref(needed))
+        if status not in (OK, ERROR_BUFFER_TOO_SMALL):
+            self._k.check(status)
+        size = needed.value
+        buffer = make_buffer(size)
+        self._k.check(call(buffer, size, ctypes.byref(needed)))
+        return buffer, size
 
     def tokenize(self, text, add_bos=True, parse_special=False):
         data = text.encode("utf-8")
         flags = (TOKENIZE_ADD_BOS if add_bos else 0) | (TOKENIZE_PARSE_SPECIAL if parse_special else 0)
-        needed = ctypes.c_size_t()
-        status = self._lib.kestrel_tokenize(self._handle, data, len(data), flags, None, 0, ctypes.byref(needed))
-        if status not in (OK, ERROR_BUFFER_TOO_SMALL):
-            self._k.check(status)
-        tokens = (ctypes.c_int32 * needed.value)()
-        self._k.check(self._lib.kestrel_tokenize(self._handle, data, len(data), flags, tokens, needed.value,
-                                                 ctypes.byref(needed)))
-        return list(tokens)
+        call = lambda out, capacity, needed: self._lib.kestrel_tokenize(self._handle, data, len(data), flags, out,
+                                                                          capacity, needed)
+        tokens, size = self._fill(call, lambda n: (ctypes.c_int32 * n)())
+        return list(tokens[:size])
 
     def detokenize_bytes(self, tokens):
         ids = (ctypes.c_int32 * len(tokens))(*tokens)
-        needed = ctypes.c_size_t()
-        status = self._lib.kestrel_detokenize(self._handle, ids, len(tokens), None, 0, ctypes.byref(needed))
-        if status not in (OK, ERROR_BUFFER_TOO_SMALL):
-            self._k.check(status)
-        buf = ctypes.create_string_buffer(max(needed.value, 1))
-        self._k.check(self._lib.kestrel_detokenize(self._handle, ids, len(tokens), buf, needed.value,
-                                                   ctypes.byref(needed)))
-        return buf.raw[:needed.value]
+        call = lambda out, capacity, needed: self._lib.kestrel_detokenize(self._handle, ids, len(tokens), out,
+                                                                            capacity, needed)
+        text, size = self._fill(call, lambda n: ctypes.create_string_buffer(max(n, 1)))
+        return text.raw[:size]
 
     def detokenize(self, tokens):
         return self.detokenize_bytes(tokens).decode("utf-8", errors="replace")
@@ -230,8 +242,10 @@ class Model:
         return Session(self, context_length, n_threads, check_finite)
 
 
-class Session:
+class Session(_Owned):
     """One conversation's state (KV cache). The model must outlive it."""
+
+    _free_name = "kestrel_session_free"
 
     def __init__(self, model, context_length=0, n_threads=0, check_finite=False):
         self.model = model
@@ -248,19 +262,6 @@ class Session:
         self.last_tokens = []
         self.last_stop_reason = None
 
-    def close(self):
-        if self._handle:
-            self._lib.kestrel_session_free(self._handle)
-            self._handle = _P()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        self.close()
 
     @property
     def position(self):
