@@ -11,22 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "kestrel/kestrel.h"
+#include "shared_guard.h"
 #include "test_support.h"
 #include "tokenizer/chat_template.h"
 
 namespace kestrel {
 namespace {
 
-bool HaveShared(const std::string& relative) {
-  if (!testing::SharedPath(relative).empty()) return true;
-  const char* allow = std::getenv("KESTREL_ALLOW_MISSING_SHARED");
-  if (allow != nullptr && std::string(allow) == "1") {
-    WARN("SKIPPED: ../shared/" << relative << " is absent");
-    return false;
-  }
-  FAIL("../shared/" << relative << " is absent (set KESTREL_ALLOW_MISSING_SHARED=1 to skip)");
-  return false;
-}
+using testing::HaveShared;
 
 std::string TemplateOf(const std::string& name) {
   std::ifstream in(testing::SharedPath("tokenizers/" + name + "/tokenizer_config.json"));

@@ -18,6 +18,7 @@
 #include "format/model_config.h"
 #include "format/vqf_reader.h"
 #include "format/vqf_writer.h"
+#include "shared_guard.h"
 #include "test_support.h"
 #include "tokenizer/bpe_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -29,17 +30,7 @@ namespace {
 
 using nlohmann::json;
 
-// ../shared is required unless KESTREL_ALLOW_MISSING_SHARED=1 (then the test warns and returns).
-bool HaveShared(const std::string& relative) {
-  if (!testing::SharedPath(relative).empty()) return true;
-  const char* allow = std::getenv("KESTREL_ALLOW_MISSING_SHARED");
-  if (allow != nullptr && std::string(allow) == "1") {
-    WARN("SKIPPED: ../shared/" << relative << " is absent");
-    return false;
-  }
-  FAIL("../shared/" << relative << " is absent (set KESTREL_ALLOW_MISSING_SHARED=1 to skip)");
-  return false;
-}
+using testing::HaveShared;
 
 struct Loaded {
   TokenizerData data;
