@@ -6,7 +6,7 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 packages=(build-essential cmake ninja-build pkg-config python3 curl ca-certificates
           libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev
-          libpcre2-dev libutf8proc-dev)
+          libpcre2-dev libutf8proc-dev libsimde-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

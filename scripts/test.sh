@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Builds Kestrel and runs every test: the native build (warnings as errors) with the whole ctest
-# suite; the format, conversion, decoder and C API tests again under AddressSanitizer + UBSan; then
-# the aarch64 cross build with its whole suite under qemu on a CPU without dotprod (cortex-a53) and
-# one with it (max).
+# Builds Kestrel and runs every test: the native build (warnings as errors, with the SIMDe-emulated
+# AVX-512 backend) with the whole ctest suite; the format, conversion, decoder and C API tests again
+# under AddressSanitizer + UBSan; then the aarch64 cross build with its whole suite under qemu on a
+# CPU without dotprod (cortex-a53) and one with it (max).
 # Usage: scripts/test.sh            (from the repository root; installs packages when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,9 +11,36 @@ jobs=${KESTREL_JOBS:-2}
 bash scripts/install-deps.sh
 
 echo "== native build (build-ci)"
-cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON
+# KESTREL_SIMDE_BACKENDS adds the AVX-512 VNNI kernels emulated on AVX2 (backend avx512_vnni_simde),
+# so the conformance tests check the AVX-512 algorithms on any x86 CI machine.
+cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON -DKESTREL_SIMDE_BACKENDS=ON
 cmake --build build-ci -j "$jobs"
 ctest --test-dir build-ci -j "$jobs" --output-on-failure
+
+echo "== AVX-512 instructions only in avx512_vnni code"
+# Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
+# belong to the avx512_vnni backend, whose code runs only after its CPUID check (anything else is a
+# SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The AVX-512 unit
+# must define no weak (shared inline or template) symbol that the linker could pick for other code.
+objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
+  /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
+  /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])|vpdpbusd/ {
+    if (fn ~ /kestrel::avx512_vnni::/) { found = 1; next }
+    if (!(fn in seen)) printf "error: AVX-512 instruction in %s\n", fn
+    seen[fn] = bad = 1
+  }
+  END {
+    if (!found) print "error: no AVX-512 instruction at all in libkestrel.so"
+    exit (bad || !found) ? 1 : 0
+  }'
+avx512_object=$(find build-ci -name 'avx512_kernels.cc.o' | head -n 1)
+weak=$(nm -C "$avx512_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
+if [ -n "$weak" ]; then
+  echo "error: the AVX-512 unit defines weak (shared inline/template) symbols:" >&2
+  echo "$weak" >&2
+  exit 1
+fi
+echo "ok: AVX-512 instructions only in avx512_vnni functions; no weak symbols in $avx512_object"
 
 echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole

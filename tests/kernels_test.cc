@@ -75,6 +75,8 @@ std::vector<int64_t> RowCounts(Layout layout) {
   std::vector<int64_t> rows;
   for (int64_t r = 1; r <= 17; ++r) rows.push_back(r);
   for (int64_t r : {int64_t{tile} * 4 - 1, int64_t{tile} * 4, int64_t{tile} * 4 + 1, int64_t{tile} * 16 + 1, int64_t{301}}) rows.push_back(r);
+  // Past a 16-row register group by one tile, for the tiled layouts too.
+  for (int64_t r : {int64_t{tile} * 5, int64_t{tile} * 9}) rows.push_back(r);
   std::vector<int64_t> fitting;
   for (int64_t r : rows) {
     if (r % tile == 0) fitting.push_back(r);
@@ -167,6 +169,56 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
               const float tolerance = IsBlockQuantized(c.dtype) ? 0.0f : 1e-5f * (1.0f + std::fabs(expected[i])) * columns;
               REQUIRE(std::fabs(got[i] - expected[i]) <= tolerance);
             }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Quantized products as prefill and decode call them: every token count from 1 to 17 (past any
+// token tile of 8 or 16 plus a remainder), rows past a 16-row group, split into ranges that do not
+// start on a multiple of 16, and rows of thousands of blocks (past any per-call stack budget).
+TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for wide rows", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  struct Shape {
+    int64_t columns;
+    std::vector<int64_t> tokens;
+  };
+  std::vector<int64_t> all_tokens;
+  for (int64_t t = 1; t <= 17; ++t) all_tokens.push_back(t);
+  const Shape shapes[] = {
+      {96, all_tokens},
+      {32 * 2107, {1, 3, 9, 17}},
+  };
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
+      continue;
+    }
+    for (const MatmulCase& c : kMatmulCases) {
+      if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
+      for (const Shape& shape : shapes) {
+        // Two 16-row groups and one tile more.
+        const int64_t columns = shape.columns, rows = 32 + LayoutTileRows(c.layout);
+        TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns + rows));
+        const int64_t max_tokens = shape.tokens.back();
+        const auto xf = RandomVector(static_cast<size_t>(columns * max_tokens), 23);
+        std::vector<BlockQ8_0> xq(static_cast<size_t>(columns / 32 * max_tokens));
+        for (int64_t t = 0; t < max_tokens; ++t) {
+          ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
+        }
+        for (int64_t tokens : shape.tokens) {
+          INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
+                       << " tokens " << tokens);
+          const Activations x{xf.data(), xq.data(), tokens, columns};
+          std::vector<float> expected, got;
+          RunMatmul(ref, m.view, x, &expected, 1);
+          RunMatmul(*b, m.view, x, &got, 3);
+          for (size_t i = 0; i < expected.size(); ++i) {
+            if (got[i] == expected[i]) continue;
+            INFO("token " << static_cast<int64_t>(i) / rows << " row " << static_cast<int64_t>(i) % rows);
+            REQUIRE(got[i] == expected[i]);
           }
         }
       }

@@ -13,6 +13,14 @@ const Backend& GetBackend();
 namespace avx2 {
 const Backend& GetBackend();
 }
+namespace avx512_vnni {
+const Backend& GetBackend();
+}
+#endif
+#if defined(KESTREL_WITH_SIMDE_BACKENDS)
+namespace avx512_vnni_simde {
+const Backend& GetBackend();
+}
 #endif
 #if defined(KESTREL_WITH_NEON)
 namespace neon {
@@ -28,6 +36,10 @@ const std::vector<const Backend*>& CompiledBackends() {
       &generic::GetBackend(),
 #if defined(KESTREL_WITH_X86)
       &avx2::GetBackend(),
+      &avx512_vnni::GetBackend(),
+#endif
+#if defined(KESTREL_WITH_SIMDE_BACKENDS)
+      &avx512_vnni_simde::GetBackend(),  // test only, never picked automatically (priority 1)
 #endif
 #if defined(KESTREL_WITH_NEON)
       &neon::GetBackend(),

@@ -1,0 +1,407 @@
+// AVX-512 VNNI kernels: the quantized matmul (Q4_0 and Q8_0 weights, plain and tiled) with VPDPBUSD.
+// This is the only file compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni; it includes
+// nothing but the kernel types and intrinsics, and keeps every helper in an anonymous namespace, so
+// no AVX-512 code can leak into shared inline functions. avx512_simde_kernels.cc compiles it a
+// second time for AVX2, with SIMDe emulating the AVX-512 intrinsics (a test-only backend).
+//
+// A zmm holds 16 weight rows, one per 32-bit lane. Each weight block (32 columns) of 16 rows is
+// rearranged into eight registers u[k] whose lane i holds the 4 bytes of row i that multiply
+// activation bytes 4k..4k+3, the same bytes for every lane: one 32-bit broadcast per register, so
+// VPDPBUSD sums each row's 32 products in its own lane and no horizontal reduction is needed. The
+// rearrangement is done once per block and reused by every token of a tile (prefill). VPDPBUSD
+// multiplies unsigned by signed bytes: Q4_0 nibbles go in as they are (0..15) and Q8_0 quants as
+// w + 128, and zero_point * sum(a) is subtracted once per block. Integer sums are exact, and each
+// row's float accumulation is the reference's (blocks in ascending order, acc + float(sum) *
+// (d_w * d_a) with a separate multiply and add), so results are bit-identical to the generic backend.
+#include "backend_x86/avx512_kernels.h"
+
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#else
+// GCC 12's _mm512_undefined_ps() (inside _mm512_cvtph_ps and _mm512_cvtepi32_ps) trips
+// -Wmaybe-uninitialized (GCC bug 105593, fixed in 12.3); the warning is located in the header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstring>
+
+#include "backend_x86/avx2_kernels.h"
+
+#if !defined(KESTREL_AVX512_NAMESPACE)
+#define KESTREL_AVX512_NAMESPACE avx512_vnni
+#endif
+
+namespace kestrel::KESTREL_AVX512_NAMESPACE {
+namespace {
+
+constexpr int kRows = 16;             // weight rows per register, one per 32-bit lane
+constexpr int kTokenTile = 8;         // tokens sharing each rearranged weight block in prefill
+constexpr int64_t kBlockChunk = 256;  // blocks whose activation sums are kept on the stack at once
+
+inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
+
+// 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
+// SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit halves.
+inline __m512 HalvesToFloat(__m256i h) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  const __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  const __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+#else
+  return _mm512_cvtph_ps(h);
+#endif
+}
+
+inline __m512 IntToFloat(__m512i v) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(v));
+  const __m256 hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+#else
+  return _mm512_cvtepi32_ps(v);
+#endif
+}
+
+// Sum of a Q8_0 block's 32 quants.
+inline int32_t BlockSum(const BlockQ8_0& a) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
+  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
+  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
+  const __m128i s2 = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
+}
+
+// Four activation bytes in every 32-bit lane.
+inline __m512i Broadcast4(const int8_t* bytes) {
+  int32_t v;
+  std::memcpy(&v, bytes, 4);
+  return _mm512_set1_epi32(v);
+}
+
+// The 32-bit lane indices of a two-register permutation, computed at compile time from a formula.
+struct LaneIndex {
+  int32_t lane[16];
+};
+
+template <typename F>
+constexpr LaneIndex MakeIndex(F f) {
+  LaneIndex index{};
+  for (int j = 0; j < 16; ++j) index.lane[j] = f(j);
+  return index;
+}
+
+// Lane j of the result is a[index[j]] when index[j] < 16, else b[index[j] - 16].
+inline __m512i Pick(__m512i a, const LaneIndex& index, __m512i b) {
+  return _mm512_permutex2var_epi32(a, _mm512_loadu_si512(index.lane), b);
+}
+
+constexpr int Bit(int j, int n) { return (j >> n) & 1; }
+
+// A weight block of 16 rows ready for VPDPBUSD: lane i of u[k] holds the 4 unsigned bytes of row i
+// that multiply activation bytes 4k..4k+3; scale holds the rows' d_w.
+struct WeightBlock {
+  __m512i u[8];
+  __m512 scale;
+};
+
+// From chunk[k] (lane i: bytes 4k..4k+3 of row i's Q4_0 quants): the low nibbles are elements
+// 4k..4k+3 and the high nibbles elements 16+4k..16+4k+3.
+inline void SplitNibbles(const __m512i* chunk, WeightBlock* out) {
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  for (int k = 0; k < 4; ++k) {
+    out->u[k] = _mm512_and_si512(chunk[k], low);
+    out->u[4 + k] = _mm512_and_si512(_mm512_srli_epi16(chunk[k], 4), low);
+  }
+}
+
+// From chunk[k] (lane i: bytes 4k..4k+3 of row i's Q8_0 quants): w + 128 as unsigned bytes.
+inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int k = 0; k < 8; ++k) out->u[k] = _mm512_xor_si512(chunk[k], flip);
+}
+
+// Loaders: block b of rows r0 .. r0 + n_rows - 1 (n_rows <= 16) as a WeightBlock; rows past n_rows
+// read as zero (their lanes are never stored). The transposes below are written as exchanges of
+// index bits: an element is (row bits r3 r2 r1 r0, chunk bits k...), each step trades one bit of
+// the register number for one bit of the lane number, two registers at a time.
+
+// q4_0x4: tile t of the group holds chunk k of its 4 rows in 128-bit lane k (docs/vqf.md), so a
+// 4x4 transpose of 128-bit lanes across the group's 4 tiles gives chunk k of all 16 rows.
+struct TiledQ4_0x4 {
+  static constexpr int32_t kZeroPoint = 8;
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    __m512i tile[4];
+    long long scales[4];
+    for (int t = 0; t < 4; ++t) {
+      if (t * 4 < n_rows) {
+        const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+        std::memcpy(&scales[t], group, 8);
+        tile[t] = _mm512_loadu_si512(group + 8);
+      } else {
+        scales[t] = 0;
+        tile[t] = _mm512_setzero_si512();
+      }
+    }
+    out->scale = HalvesToFloat(_mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]));
+    const __m512i t01_lo = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i t01_hi = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i t23_lo = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(1, 0, 1, 0));
+    const __m512i t23_hi = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(3, 2, 3, 2));
+    const __m512i chunk[4] = {
+        _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0)),
+        _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1)),
+        _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0)),
+        _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1)),
+    };
+    SplitNibbles(chunk, out);
+  }
+};
+
+// Plain Q4_0: quad[r3 r2] has rows 4q..4q+3 in its 128-bit lanes, lane (r1 r0 k1 k0); then
+// half[k1 r2] lane (r3 r1 r0 k0); then chunk[k1 k0] lane (r3 r2 r1 r0).
+constexpr LaneIndex kQ4Step1[2] = {
+    MakeIndex([](int j) { return Bit(j, 3) * 16 + (((j >> 1) & 3) << 2 | 0 << 1 | (j & 1)); }),
+    MakeIndex([](int j) { return Bit(j, 3) * 16 + (((j >> 1) & 3) << 2 | 1 << 1 | (j & 1)); }),
+};
+constexpr LaneIndex kQ4Step2[2] = {
+    MakeIndex([](int j) { return Bit(j, 2) * 16 + (Bit(j, 3) << 3 | (j & 3) << 1 | 0); }),
+    MakeIndex([](int j) { return Bit(j, 2) * 16 + (Bit(j, 3) << 3 | (j & 3) << 1 | 1); }),
+};
+
+struct PlainQ4_0 {
+  static constexpr int32_t kZeroPoint = 8;
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    alignas(32) uint16_t scales[kRows];
+    __m128i row[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      if (i < n_rows) {
+        const uint8_t* block = data + ((r0 + i) * blocks + b) * 18;
+        std::memcpy(&scales[i], block, 2);
+        row[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+      } else {
+        scales[i] = 0;
+        row[i] = _mm_setzero_si128();
+      }
+    }
+    out->scale = HalvesToFloat(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+    __m512i quad[4], half[4], chunk[4];
+    for (int q = 0; q < 4; ++q) {
+      const __m512i r01 = _mm512_inserti32x4(_mm512_castsi128_si512(row[4 * q]), row[4 * q + 1], 1);
+      quad[q] = _mm512_inserti32x4(_mm512_inserti32x4(r01, row[4 * q + 2], 2), row[4 * q + 3], 3);
+    }
+    for (int k1 = 0; k1 < 2; ++k1) {
+      for (int r2 = 0; r2 < 2; ++r2) half[2 * k1 + r2] = Pick(quad[r2], kQ4Step1[k1], quad[2 + r2]);
+    }
+    for (int k1 = 0; k1 < 2; ++k1) {
+      for (int k0 = 0; k0 < 2; ++k0) chunk[2 * k1 + k0] = Pick(half[2 * k1], kQ4Step2[k0], half[2 * k1 + 1]);
+    }
+    SplitNibbles(chunk, out);
+  }
+};
+
+// q8_0x8: the 64 bytes of 8-byte chunk q of a tile hold rows 0-7 with 32-bit lane 2r + h = bytes
+// 4(2q + h)..+3 of row r, so chunk 2q + h of all 16 rows takes the even (h = 0) or odd (h = 1) lanes
+// of the two tiles' registers.
+constexpr LaneIndex kQ8TiledPick[2] = {
+    MakeIndex([](int j) { return 2 * j; }),
+    MakeIndex([](int j) { return 2 * j + 1; }),
+};
+
+struct TiledQ8_0x8 {
+  static constexpr int32_t kZeroPoint = 128;
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    __m512i part[2][4];
+    __m128i scales[2];
+    for (int t = 0; t < 2; ++t) {
+      if (t * 8 < n_rows) {
+        const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
+        scales[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(group));
+        for (int q = 0; q < 4; ++q) part[t][q] = _mm512_loadu_si512(group + 16 + q * 64);
+      } else {
+        scales[t] = _mm_setzero_si128();
+        for (int q = 0; q < 4; ++q) part[t][q] = _mm512_setzero_si512();
+      }
+    }
+    out->scale = HalvesToFloat(_mm256_set_m128i(scales[1], scales[0]));
+    __m512i chunk[8];
+    for (int q = 0; q < 4; ++q) {
+      for (int h = 0; h < 2; ++h) chunk[2 * q + h] = Pick(part[0][q], kQ8TiledPick[h], part[1][q]);
+    }
+    BiasQ8(chunk, out);
+  }
+};
+
+// Plain Q8_0: pair[r3 r2 r1] has rows 2p and 2p+1 in its 256-bit halves, lane (r0 k2 k1 k0); then
+// step1[k2 r2 r1] lane (r3 r0 k1 k0); then step2[k2 k1 r1] lane (r3 r2 r0 k0); then chunk[k2 k1 k0] lane
+// (r3 r2 r1 r0).
+constexpr LaneIndex kQ8Step1[2] = {
+    MakeIndex([](int j) { return Bit(j, 3) * 16 + (Bit(j, 2) << 3 | 0 << 2 | (j & 3)); }),
+    MakeIndex([](int j) { return Bit(j, 3) * 16 + (Bit(j, 2) << 3 | 1 << 2 | (j & 3)); }),
+};
+constexpr LaneIndex kQ8Step2[2] = {
+    MakeIndex([](int j) { return Bit(j, 2) * 16 + (Bit(j, 3) << 3 | Bit(j, 1) << 2 | 0 << 1 | (j & 1)); }),
+    MakeIndex([](int j) { return Bit(j, 2) * 16 + (Bit(j, 3) << 3 | Bit(j, 1) << 2 | 1 << 1 | (j & 1)); }),
+};
+constexpr LaneIndex kQ8Step3[2] = {
+    MakeIndex([](int j) { return Bit(j, 1) * 16 + (Bit(j, 3) << 3 | Bit(j, 2) << 2 | (j & 1) << 1 | 0); }),
+    MakeIndex([](int j) { return Bit(j, 1) * 16 + (Bit(j, 3) << 3 | Bit(j, 2) << 2 | (j & 1) << 1 | 1); }),
+};
+
+struct PlainQ8_0 {
+  static constexpr int32_t kZeroPoint = 128;
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    alignas(32) uint16_t scales[kRows];
+    __m256i row[kRows];
+    for (int i = 0; i < kRows; ++i) {
+      if (i < n_rows) {
+        const uint8_t* block = data + ((r0 + i) * blocks + b) * 34;
+        std::memcpy(&scales[i], block, 2);
+        row[i] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+      } else {
+        scales[i] = 0;
+        row[i] = _mm256_setzero_si256();
+      }
+    }
+    out->scale = HalvesToFloat(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
+    __m512i pair[8], step1[8], step2[8], chunk[8];
+    for (int p = 0; p < 8; ++p) pair[p] = _mm512_inserti64x4(_mm512_castsi256_si512(row[2 * p]), row[2 * p + 1], 1);
+    for (int k2 = 0; k2 < 2; ++k2) {
+      for (int p = 0; p < 4; ++p) step1[4 * k2 + p] = Pick(pair[p], kQ8Step1[k2], pair[4 + p]);
+    }
+    for (int k2 = 0; k2 < 2; ++k2) {
+      for (int k1 = 0; k1 < 2; ++k1) {
+        for (int r1 = 0; r1 < 2; ++r1) {
+          step2[4 * k2 + 2 * k1 + r1] = Pick(step1[4 * k2 + r1], kQ8Step2[k1], step1[4 * k2 + 2 + r1]);
+        }
+      }
+    }
+    for (int k = 0; k < 4; ++k) {
+      for (int k0 = 0; k0 < 2; ++k0) chunk[2 * k + k0] = Pick(step2[2 * k], kQ8Step3[k0], step2[2 * k + 1]);
+    }
+    BiasQ8(chunk, out);
+  }
+};
+
+// Per token of a tile and block of a chunk: zero_point * sum(a) and d_a.
+struct ActivationSums {
+  int32_t offset[kTokenTile][kBlockChunk];
+  float scale[kTokenTile][kBlockChunk];
+};
+
+// y rows r0 .. r0 + n - 1 of one token (partial sums between block chunks round-trip exactly).
+inline __m512 LoadRows(const float* y, int n) {
+  if (n == kRows) return _mm512_loadu_ps(y);
+  alignas(64) float tmp[kRows] = {};
+  for (int i = 0; i < n; ++i) tmp[i] = y[i];
+  return _mm512_load_ps(tmp);
+}
+
+inline void StoreRows(float* y, __m512 v, int n) {
+  if (n == kRows) {
+    _mm512_storeu_ps(y, v);
+    return;
+  }
+  alignas(64) float tmp[kRows];
+  _mm512_store_ps(tmp, v);
+  for (int i = 0; i < n; ++i) y[i] = tmp[i];
+}
+
+// Rows r0 .. r0 + n_rows - 1 for kTokens tokens (a: the first one's activation blocks, y: its output
+// row) over blocks [b0, b1), continuing the sums already in y when b0 > 0. The token count is a
+// template argument so the accumulators stay in registers.
+template <typename Weights, int kTokens>
+void RowGroup(const uint8_t* data, int64_t blocks, const BlockQ8_0* a, const ActivationSums& sums, int64_t b0,
+              int64_t b1, int64_t r0, int n_rows, float* y, int64_t y_stride) {
+  __m512 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = b0 == 0 ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + r0, n_rows);
+  for (int64_t b = b0; b < b1; ++b) {
+    WeightBlock w;
+    Weights::Load(data, blocks, r0, n_rows, b, &w);
+    for (int t = 0; t < kTokens; ++t) {
+      const int8_t* qs = a[t * blocks + b].qs;
+      // Two independent chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
+      __m512i low = _mm512_set1_epi32(-sums.offset[t][b - b0]);
+      __m512i high = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(qs + 4 * k));
+        high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(qs + 16 + 4 * k));
+      }
+      const __m512 sum = IntToFloat(_mm512_add_epi32(low, high));
+      const __m512 scale = _mm512_mul_ps(w.scale, _mm512_set1_ps(sums.scale[t][b - b0]));
+      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(sum, scale));
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride + r0, acc[t], n_rows);
+}
+
+using RowGroupFn = void (*)(const uint8_t*, int64_t, const BlockQ8_0*, const ActivationSums&, int64_t, int64_t, int64_t,
+                            int, float*, int64_t);
+
+template <typename Weights>
+void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
+                     int64_t row_end) {
+  static constexpr RowGroupFn kByTokens[kTokenTile] = {
+      RowGroup<Weights, 1>, RowGroup<Weights, 2>, RowGroup<Weights, 3>, RowGroup<Weights, 4>,
+      RowGroup<Weights, 5>, RowGroup<Weights, 6>, RowGroup<Weights, 7>, RowGroup<Weights, 8>,
+  };
+  static_assert(kTokenTile == 8, "kByTokens lists one instantiation per token count");
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const int64_t blocks = w.columns / 32;
+  if (blocks == 0) {
+    for (int64_t t = 0; t < x.n_tokens; ++t) {
+      for (int64_t r = row_begin; r < row_end; ++r) y[t * y_stride + r] = 0.0f;
+    }
+    return;
+  }
+  ActivationSums sums;
+  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTokenTile) {
+    const int n_tok = static_cast<int>(x.n_tokens - t0 < kTokenTile ? x.n_tokens - t0 : kTokenTile);
+    const RowGroupFn row_group = kByTokens[n_tok - 1];
+    const BlockQ8_0* a = x.q8_0 + t0 * blocks;
+    // Blocks in chunks, so the sums fit on the stack for any width; the accumulators of a chunk
+    // continue from the previous chunk's, stored in y.
+    for (int64_t b0 = 0; b0 < blocks; b0 += kBlockChunk) {
+      const int64_t b1 = blocks - b0 < kBlockChunk ? blocks : b0 + kBlockChunk;
+      for (int t = 0; t < n_tok; ++t) {
+        for (int64_t b = b0; b < b1; ++b) {
+          const BlockQ8_0& block = a[t * blocks + b];
+          sums.offset[t][b - b0] = Weights::kZeroPoint * BlockSum(block);
+          sums.scale[t][b - b0] = HalfToFloat(block.d);
+        }
+      }
+      for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+        const int n_rows = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
+        row_group(data, blocks, a, sums, b0, b1, r0, n_rows, y + t0 * y_stride, y_stride);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool Accepts(DType dtype, Layout layout) {
+  if (layout == Layout::kPlain) return true;
+  return (layout == Layout::kQ4_0x4 && dtype == DType::kQ4_0) || (layout == Layout::kQ8_0x8 && dtype == DType::kQ8_0);
+}
+
+void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  switch (w.dtype) {
+    case DType::kQ8_0:
+      if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<TiledQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
+      return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
+    case DType::kQ4_0:
+      if (w.layout == Layout::kQ4_0x4) return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
+      return MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, row_begin, row_end);
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
+      // Float weights are bandwidth-bound at decode; the AVX2 kernels serve them.
+      return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
+  }
+}
+
+}  // namespace kestrel::KESTREL_AVX512_NAMESPACE
