@@ -186,6 +186,30 @@ inline float HorizontalMax(__m256 v) {
   return _mm_cvtss_f32(_mm_max_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
 
+// exp(x) for 8 floats within 2 ulp of expf: x = n * ln2 + r with |r| <= ln2 / 2, a degree-6
+// polynomial for e^r, then 2^n through the exponent bits. Beyond the float range it gives inf or 0
+// as expf does, and NaN stays NaN.
+inline __m256 Exp(__m256 x) {
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n, with n clamped so the exponent arithmetic cannot wrap; the range checks below decide.
+  const __m256 n_clamped = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n_clamped), _mm256_set1_epi32(127)), 23);
+  __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  result = _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_inff()),
+                            _mm256_cmp_ps(x, _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ));
+  return _mm256_blendv_ps(result, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654022216797f), _CMP_LT_OQ));
+}
+
 struct F32Row {
   static __m256 Load8(const uint8_t* row, int64_t c) { return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + c); }
   static float Load1(const uint8_t* row, int64_t c) {
@@ -494,19 +518,34 @@ void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 void Softmax(float* x, int64_t n) {
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  float sum = HorizontalSum(vsum);
+  for (; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
     sum += x[i];
   }
-  const __m256 vsum = _mm256_set1_ps(sum);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vsum));
+  const __m256 vdiv = _mm256_set1_ps(sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vdiv));
   for (; i < n; ++i) x[i] /= sum;
 }
 
 void SiluMul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 sigmoid = _mm256_div_ps(one, _mm256_add_ps(one, Exp(_mm256_xor_ps(g, sign))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sigmoid), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
   }
