@@ -472,8 +472,8 @@ TEST_CASE("GGUF models convert to VQF: f32 exactly, same quant type byte for byt
 
     // The source's quant type, plain and tiled: tensors stored in that type keep their exact values
     // (plain: the exact bytes); 1-D tensors stay f32.
-    for (LayoutChoice layout : {LayoutChoice::kPlain, LayoutChoice::kTiled}) {
-      INFO("tiled " << (layout == LayoutChoice::kTiled));
+    for (LayoutChoice layout : {LayoutChoice::kPlain, LayoutChoice::kTiled, LayoutChoice::kAuto}) {
+      INFO("layout choice " << static_cast<int>(layout));
       const std::string path = TempPath("convert-" + arch + "-quant.vqf");
       ConvertOptions options;
       options.type = quant;
@@ -493,6 +493,9 @@ TEST_CASE("GGUF models convert to VQF: f32 exactly, same quant type byte for byt
           continue;
         }
         CHECK(t->dtype == quant);
+        // auto tiles exactly where tiled would (rows filling whole tiles); plain never does.
+        const bool fills_tiles = s.dims[1] % LayoutTileRows(quant == DType::kQ4_0 ? Layout::kQ4_0x4 : Layout::kQ8_0x8) == 0;
+        CHECK((t->layout != Layout::kPlain) == (layout != LayoutChoice::kPlain && fills_tiles));
         if (KestrelType(s.ggml_type) != quant) continue;
         ++lossless;
         CHECK(ReadVqfTensor(*t) == s.expected);

@@ -294,6 +294,42 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
   }
 }
 
+TEST_CASE("every backend's SiLU and softmax follow the reference over the whole float range", "[kernels][conformance]") {
+  // Vectorized exp approximations are checked where they are hardest: near overflow and underflow,
+  // at +-inf, and on a dense sweep of ordinary values.
+  std::vector<float> x;
+  for (float v = -110.0f; v <= 110.0f; v += 0.0137f) x.push_back(v);
+  for (float v : {88.0f, 88.5f, 88.72f, 88.73f, 89.0f, -87.0f, -87.33f, -87.34f, -88.0f, -103.0f, -104.0f, 0.0f, -0.0f}) {
+    x.push_back(v);
+  }
+  x.push_back(std::numeric_limits<float>::infinity());
+  x.push_back(-std::numeric_limits<float>::infinity());
+  const std::vector<float> up(x.size(), 0.75f);
+  const Backend& ref = Generic();
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) continue;
+    INFO(b->name);
+    std::vector<float> a = x, e = x;
+    b->kernels->silu_mul(a.data(), up.data(), static_cast<int64_t>(a.size()));
+    ref.kernels->silu_mul(e.data(), up.data(), static_cast<int64_t>(e.size()));
+    for (size_t i = 0; i < x.size(); ++i) {
+      INFO("x=" << x[i]);
+      if (std::isnan(e[i])) {
+        REQUIRE(std::isnan(a[i]));
+      } else {
+        REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+      }
+    }
+    // Softmax over scores spread across 60 units: tiny probabilities must not turn into garbage.
+    std::vector<float> s(1001), t;
+    for (size_t i = 0; i < s.size(); ++i) s[i] = -50.0f + 0.06f * static_cast<float>(i);
+    t = s;
+    b->kernels->softmax(s.data(), static_cast<int64_t>(s.size()));
+    ref.kernels->softmax(t.data(), static_cast<int64_t>(t.size()));
+    for (size_t i = 0; i < s.size(); ++i) REQUIRE(s[i] == Approx(t[i]).epsilon(1e-5).margin(1e-12));
+  }
+}
+
 TEST_CASE("generic elementwise kernels compute what they document", "[kernels][generic]") {
   const KernelTable& k = *Generic().kernels;
   // RMSNorm of a constant vector is the weight.

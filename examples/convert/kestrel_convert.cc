@@ -14,10 +14,12 @@
 namespace {
 
 const char kUsage[] =
-    "usage: kestrel-convert SRC -o OUT.vqf [--type f32|f16|q8_0|q4_0] [--layout plain|tiled] [--tokenizer FILE]\n"
+    "usage: kestrel-convert SRC -o OUT.vqf [--type f32|f16|q8_0|q4_0] [--layout auto|plain|tiled] [--tokenizer FILE]\n"
     "       kestrel-convert --synthetic qwen3-0.6b|qwen3-1.7b|llama-1b|tiny -o OUT.vqf [--type ...] [--seed N]\n"
     "  SRC: a llama2.c checkpoint (.bin, with --tokenizer tokenizer.bin), a GGUF file (.gguf),\n"
-    "       or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)\n";
+    "       or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)\n"
+    "  --layout: auto (default) stores Q4_0/Q8_0 matrices in interleaved tiles, the layout the fast\n"
+    "       kernels read; plain keeps row order (as GGUF does); tiled also notes tensors left plain\n";
 
 int Fail(const std::string& message) {
   std::fprintf(stderr, "kestrel-convert: %s\n", message.c_str());
@@ -33,7 +35,7 @@ bool EndsWith(const std::string& s, const char* suffix) {
 
 int main(int argc, char** argv) {
   using namespace kestrel;
-  std::string source, output, tokenizer, synthetic, type_name = "f32", layout_name = "plain";
+  std::string source, output, tokenizer, synthetic, type_name = "f32", layout_name = "auto";
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -65,7 +67,9 @@ int main(int argc, char** argv) {
   if (source.empty() == synthetic.empty()) return Fail(std::string("give either SRC or --synthetic PRESET\n") + kUsage);
   const auto type = DTypeFromName(type_name);
   if (!type) return Fail("unknown --type '" + type_name + "' (f32, f16, bf16, q8_0, q4_0)");
-  if (layout_name != "plain" && layout_name != "tiled") return Fail("unknown --layout '" + layout_name + "' (plain, tiled)");
+  if (layout_name != "auto" && layout_name != "plain" && layout_name != "tiled") {
+    return Fail("unknown --layout '" + layout_name + "' (auto, plain, tiled)");
+  }
 
   absl::StatusOr<convert::SourceModel> model = absl::UnknownError("no source");
   if (!synthetic.empty()) {
@@ -88,7 +92,9 @@ int main(int argc, char** argv) {
 
   convert::ConvertOptions options;
   options.type = *type;
-  options.layout = layout_name == "tiled" ? convert::LayoutChoice::kTiled : convert::LayoutChoice::kPlain;
+  options.layout = layout_name == "tiled"   ? convert::LayoutChoice::kTiled
+                   : layout_name == "plain" ? convert::LayoutChoice::kPlain
+                                            : convert::LayoutChoice::kAuto;
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   if (terminal) {
     options.progress = [](size_t done, size_t total, uint64_t bytes) {

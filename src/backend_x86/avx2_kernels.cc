@@ -174,10 +174,6 @@ inline int32_t BlockSum(const BlockQ8_0& a) {
   return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
 }
 
-// Q4_0 in q4_0x4 tiles, two tiles (8 rows) at a time. The tile's bytes are used as they lie: dword
-// lane j of the first 32 quant bytes is chunk j/4 of row j%4, so one permuted copy of the activation
-// block serves all four rows, and the unsigned nibbles go straight into maddubs; the -8 offset is
-// applied once per block as 8 * sum(a). Integer sums are exact, so results equal the reference's.
 inline float HorizontalSum(__m256 v) {
   const __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -188,6 +184,30 @@ inline float HorizontalMax(__m256 v) {
   const __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 s2 = _mm_max_ps(s, _mm_movehl_ps(s, s));
   return _mm_cvtss_f32(_mm_max_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+
+// exp(x) for 8 floats within 2 ulp of expf: x = n * ln2 + r with |r| <= ln2 / 2, a degree-6
+// polynomial for e^r, then 2^n through the exponent bits. Beyond the float range it gives inf or 0
+// as expf does, and NaN stays NaN.
+inline __m256 Exp(__m256 x) {
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_sub_ps(x, _mm256_mul_ps(n, _mm256_set1_ps(0.693359375f)));
+  r = _mm256_sub_ps(r, _mm256_mul_ps(n, _mm256_set1_ps(-2.12194440e-4f)));
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n, with n clamped so the exponent arithmetic cannot wrap; the range checks below decide.
+  const __m256 n_clamped = _mm256_min_ps(_mm256_max_ps(n, _mm256_set1_ps(-126.0f)), _mm256_set1_ps(127.0f));
+  const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n_clamped), _mm256_set1_epi32(127)), 23);
+  __m256 result = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+  result = _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_inff()),
+                            _mm256_cmp_ps(x, _mm256_set1_ps(88.72283935546875f), _CMP_GT_OQ));
+  return _mm256_blendv_ps(result, _mm256_setzero_ps(), _mm256_cmp_ps(x, _mm256_set1_ps(-87.33654022216797f), _CMP_LT_OQ));
 }
 
 struct F32Row {
@@ -263,23 +283,40 @@ inline __m256i RoundHalfAway(__m256 v) {
 // Software fp32 -> fp16 of the scale, identical to the format module's (round to nearest even).
 inline uint16_t FloatToHalf(float f) { return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0)); }
 
-constexpr int64_t kMaxTiledBlocks = 1024;  // per-block activation sums live on the stack
+// Q4_0 products, 8 rows (two 4-row tiles) by a few tokens at a time. Register vector k of a block
+// holds the 4-byte chunk k of each of the 8 rows (one row per 32-bit lane), which is exactly how a
+// q4_0x4 tile stores it; its low nibbles are elements 4k..4k+3 of each row and its high nibbles
+// elements 16+4k..16+4k+3, so each token's matching activation bytes are one broadcast load. The
+// unsigned nibbles go straight into maddubs (each int16 lane at most 2 * 15 * 128, so a block's
+// eight products fit in int16), and the -8 offset is applied once per block as 8 * sum(a).
+// Integer sums are exact and each row's float accumulation is the reference's, so results are
+// bit-identical.
+constexpr int64_t kOffsetBudget = 8192;   // per-block activation sums and scales kept on the stack
+constexpr int kQ4TokenTile = 4;           // tokens per register tile: 4 int16 + 4 f32 accumulators
 
-// Plain Q4_0 rows are brought into the q4_0x4 arrangement in registers (a 4x4 transpose of 32-bit
-// chunks), so both layouts share the kernel below.
+struct Q4Chunks {
+  __m256i chunk[4];  // chunk k of rows 0-3 (low half) and rows 4-7 (high half)
+  __m128i scales;    // the 8 rows' scales as halves
+};
+
+// The tiled layout is read as it lies; the second tile's address may repeat the first's (a
+// 4-row remainder), whose lanes are then never stored.
 struct Q4Tiles {
-  // Scales (4 halves) and the 64 interleaved quant bytes of the 4-row tile starting at `row`.
-  static void Load(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* scales, __m256i* y0,
-                   __m256i* y1) {
-    const uint8_t* g = data + ((row / 4) * blocks + b) * 72;
-    *scales = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(g));
-    *y0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 8));
-    *y1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 40));
+  static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
+    const uint8_t* ga = data + ((row_a / 4) * blocks + b) * 72;
+    const uint8_t* gb = data + ((row_b / 4) * blocks + b) * 72;
+    out->scales = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ga)),
+                                     _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
+    for (int k = 0; k < 4; ++k) {
+      out->chunk[k] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(gb + 8 + k * 16),
+                                          reinterpret_cast<const __m128i*>(ga + 8 + k * 16));
+    }
   }
 };
+
+// Plain rows are brought into the same arrangement with a 4x4 transpose of 32-bit chunks.
 struct Q4Rows {
-  static void Load(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* scales, __m256i* y0,
-                   __m256i* y1) {
+  static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
     uint16_t d[4];
     for (int i = 0; i < 4; ++i) {
@@ -287,72 +324,121 @@ struct Q4Rows {
       std::memcpy(&d[i], block, 2);
       r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
     }
-    *scales = _mm_setr_epi16(static_cast<int16_t>(d[0]), static_cast<int16_t>(d[1]), static_cast<int16_t>(d[2]),
-                             static_cast<int16_t>(d[3]), 0, 0, 0, 0);
+    std::memcpy(scales, d, 8);
     const __m128i a = _mm_unpacklo_epi32(r[0], r[1]), bb = _mm_unpackhi_epi32(r[0], r[1]);
-    const __m128i c = _mm_unpacklo_epi32(r[2], r[3]), dd = _mm_unpackhi_epi32(r[2], r[3]);
-    *y0 = _mm256_set_m128i(_mm_unpackhi_epi64(a, c), _mm_unpacklo_epi64(a, c));    // chunks 0, 1
-    *y1 = _mm256_set_m128i(_mm_unpackhi_epi64(bb, dd), _mm_unpacklo_epi64(bb, dd));  // chunks 2, 3
+    const __m128i cc = _mm_unpacklo_epi32(r[2], r[3]), dd = _mm_unpackhi_epi32(r[2], r[3]);
+    c[0] = _mm_unpacklo_epi64(a, cc);
+    c[1] = _mm_unpackhi_epi64(a, cc);
+    c[2] = _mm_unpacklo_epi64(bb, dd);
+    c[3] = _mm_unpackhi_epi64(bb, dd);
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
+    __m128i ca[4], cb[4];
+    uint64_t sa, sb;
+    LoadTile(data, blocks, row_a, b, ca, &sa);
+    LoadTile(data, blocks, row_b, b, cb, &sb);
+    out->scales = _mm_set_epi64x(static_cast<int64_t>(sb), static_cast<int64_t>(sa));
+    for (int k = 0; k < 4; ++k) out->chunk[k] = _mm256_set_m128i(cb[k], ca[k]);
   }
 };
 
+inline __m256i Broadcast32(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// acc[t] (8 rows) += the products of rows row_a..+3, row_b..+3 with tokens a[0..T-1].
+// offset[t][b] is 8 * sum(a block b), a_scale[t][b] its scale as float.
+template <int T, typename Tiles>
+inline void Q4Tile(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, const BlockQ8_0* const* a,
+                   const int32_t* const* offset, const float* const* a_scale, __m256* acc) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int64_t b = 0; b < blocks; ++b) {
+    Q4Chunks w;
+    Tiles::Load(data, blocks, row_a, row_b, b, &w);
+    __m256i lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = _mm256_and_si256(w.chunk[k], nibble);
+      hi[k] = _mm256_and_si256(_mm256_srli_epi16(w.chunk[k], 4), nibble);
+    }
+    const __m256 w_scale = _mm256_cvtph_ps(w.scales);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* q = a[t][b].qs;
+      __m256i s16 = _mm256_maddubs_epi16(lo[0], Broadcast32(q));
+      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], Broadcast32(q + 16)));
+      for (int k = 1; k < 4; ++k) {
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[k], Broadcast32(q + 4 * k)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[k], Broadcast32(q + 16 + 4 * k)));
+      }
+      const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_set1_epi32(offset[t][b]));
+      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(a_scale[t][b]));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
+    }
+  }
+}
+
+template <int T, typename Tiles>
+inline void Q4TileStore(const MatrixView& w, const Activations& x, int64_t t0, int64_t chunk0, int64_t r0, bool two,
+                        const int32_t* offsets, const float* scales, float* y, int64_t y_stride) {
+  const int64_t blocks = w.columns / 32;
+  const BlockQ8_0* a[T];
+  const int32_t* off[T];
+  const float* sc[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] = x.q8_0 + (t0 + t) * blocks;
+    off[t] = offsets + (t0 + t - chunk0) * blocks;
+    sc[t] = scales + (t0 + t - chunk0) * blocks;
+  }
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  Q4Tile<T, Tiles>(static_cast<const uint8_t*>(w.data), blocks, r0, two ? r0 + 4 : r0, a, off, sc, acc);
+  for (int t = 0; t < T; ++t) {
+    float* out = y + (t0 + t) * y_stride + r0;
+    if (two) {
+      _mm256_storeu_ps(out, acc[t]);
+    } else {
+      _mm_storeu_ps(out, _mm256_castps256_ps128(acc[t]));
+    }
+  }
+}
+
+// The last n (< kQ4TokenTile) tokens of a strip, with a tile of exactly n.
+template <int T, typename Tiles>
+inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t t0, int64_t chunk0, int64_t r0,
+                       bool two, const int32_t* offsets, const float* scales, float* y, int64_t y_stride) {
+  if constexpr (T > 0) {
+    if (n == T) return Q4TileStore<T, Tiles>(w, x, t0, chunk0, r0, two, offsets, scales, y, y_stride);
+    Q4TileTail<T - 1, Tiles>(n, w, x, t0, chunk0, r0, two, offsets, scales, y, y_stride);
+  }
+}
+
+// Rows [row_begin, row_end) in whole 4-row tiles; at most kOffsetBudget blocks per row.
 template <typename Tiles>
 void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                   int64_t row_end) {
-  const auto* data = static_cast<const uint8_t*>(w.data);
   const int64_t blocks = w.columns / 32;
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i ones16 = _mm256_set1_epi16(1);
-  const __m256i pick0 = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1), pick1 = _mm256_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5);
-  const __m256i pick2 = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3), pick3 = _mm256_setr_epi32(6, 6, 6, 6, 7, 7, 7, 7);
-  alignas(32) int32_t offset[kTokenTile][kMaxTiledBlocks];
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTokenTile) {
-    const int n_tok = static_cast<int>(x.n_tokens - t0 < kTokenTile ? x.n_tokens - t0 : kTokenTile);
-    for (int t = 0; t < n_tok; ++t) {
-      for (int64_t b = 0; b < blocks; ++b) offset[t][b] = 8 * BlockSum(x.q8_0[(t0 + t) * blocks + b]);
+  alignas(32) int32_t offsets[kOffsetBudget];
+  alignas(32) float scales[kOffsetBudget];
+  const int64_t chunk_tokens = kOffsetBudget / blocks;
+  for (int64_t c0 = 0; c0 < x.n_tokens; c0 += chunk_tokens) {
+    const int64_t c1 = x.n_tokens - c0 < chunk_tokens ? x.n_tokens : c0 + chunk_tokens;
+    for (int64_t t = c0; t < c1; ++t) {
+      for (int64_t b = 0; b < blocks; ++b) {
+        const BlockQ8_0& a = x.q8_0[t * blocks + b];
+        offsets[(t - c0) * blocks + b] = 8 * BlockSum(a);
+        scales[(t - c0) * blocks + b] = HalfToFloat(a.d);
+      }
     }
+    // Rows outer, tokens inner: an 8-row strip of weights stays in cache while every token passes.
     for (int64_t r0 = row_begin; r0 < row_end; r0 += 8) {
       const bool two = r0 + 4 < row_end;
-      __m256 acc[kTokenTile];
-      for (int t = 0; t < kTokenTile; ++t) acc[t] = _mm256_setzero_ps();
-      for (int64_t b = 0; b < blocks; ++b) {
-        __m128i scales[2];
-        __m256i q[2][4];
-        for (int tile = 0; tile < 2; ++tile) {
-          __m256i y0, y1;
-          // A missing second tile repeats the first; its lanes are never stored.
-          Tiles::Load(data, blocks, tile && two ? r0 + 4 : r0, b, &scales[tile], &y0, &y1);
-          q[tile][0] = _mm256_and_si256(y0, nibble);
-          q[tile][1] = _mm256_and_si256(_mm256_srli_epi16(y0, 4), nibble);
-          q[tile][2] = _mm256_and_si256(y1, nibble);
-          q[tile][3] = _mm256_and_si256(_mm256_srli_epi16(y1, 4), nibble);
-        }
-        const __m256 w_scale = _mm256_cvtph_ps(_mm_unpacklo_epi64(scales[0], scales[1]));
-        for (int t = 0; t < n_tok; ++t) {
-          const BlockQ8_0& a = x.q8_0[(t0 + t) * blocks + b];
-          const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-          const __m256i p0 = _mm256_permutevar8x32_epi32(av, pick0), p1 = _mm256_permutevar8x32_epi32(av, pick1);
-          const __m256i p2 = _mm256_permutevar8x32_epi32(av, pick2), p3 = _mm256_permutevar8x32_epi32(av, pick3);
-          __m128i folded[2];
-          for (int tile = 0; tile < 2; ++tile) {
-            // Each maddubs lane is at most 2 * 15 * 128 in magnitude, so four fit in int16.
-            const __m256i s16 = _mm256_add_epi16(
-                _mm256_add_epi16(_mm256_maddubs_epi16(q[tile][0], p0), _mm256_maddubs_epi16(q[tile][1], p1)),
-                _mm256_add_epi16(_mm256_maddubs_epi16(q[tile][2], p2), _mm256_maddubs_epi16(q[tile][3], p3)));
-            const __m256i s32 = _mm256_madd_epi16(s16, ones16);
-            folded[tile] = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-          }
-          const __m256i sums = _mm256_sub_epi32(_mm256_set_m128i(folded[1], folded[0]), _mm256_set1_epi32(offset[t][b]));
-          const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a.d)));
-          acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
-        }
+      int64_t t = c0;
+      for (; t + kQ4TokenTile <= c1; t += kQ4TokenTile) {
+        Q4TileStore<kQ4TokenTile, Tiles>(w, x, t, c0, r0, two, offsets, scales, y, y_stride);
       }
-      alignas(32) float out[8];
-      const int n_rows = two ? 8 : 4;
-      for (int t = 0; t < n_tok; ++t) {
-        _mm256_store_ps(out, acc[t]);
-        for (int i = 0; i < n_rows; ++i) y[(t0 + t) * y_stride + r0 + i] = out[i];
-      }
+      if (t < c1) Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - t), w, x, t, c0, r0, two, offsets, scales, y, y_stride);
     }
   }
 }
@@ -395,11 +481,11 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
       return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
       if (w.layout == Layout::kQ4_0x4) {
-        if (w.columns / 32 <= kMaxTiledBlocks) return MatmulQ4_0x4<Q4Tiles>(w, x, y, y_stride, row_begin, row_end);
+        if (w.columns >= 32 && w.columns / 32 <= kOffsetBudget) return MatmulQ4_0x4<Q4Tiles>(w, x, y, y_stride, row_begin, row_end);
         return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
       }
       // Whole 4-row groups through the shared kernel; a remainder of 1-3 rows the general way.
-      if (w.columns / 32 <= kMaxTiledBlocks) {
+      if (w.columns >= 32 && w.columns / 32 <= kOffsetBudget) {
         const int64_t split = row_begin + (row_end - row_begin) / 4 * 4;
         if (split > row_begin) MatmulQ4_0x4<Q4Rows>(w, x, y, y_stride, row_begin, split);
         if (split < row_end) MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, split, row_end);
@@ -432,19 +518,34 @@ void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 void Softmax(float* x, int64_t n) {
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
-  float sum = 0.0f;
-  for (int64_t i = 0; i < n; ++i) {
+  const __m256 vmax = _mm256_set1_ps(max);
+  __m256 vsum = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(x + i, e);
+    vsum = _mm256_add_ps(vsum, e);
+  }
+  float sum = HorizontalSum(vsum);
+  for (; i < n; ++i) {
     x[i] = std::exp(x[i] - max);
     sum += x[i];
   }
-  const __m256 vsum = _mm256_set1_ps(sum);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vsum));
+  const __m256 vdiv = _mm256_set1_ps(sum);
+  for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_div_ps(_mm256_loadu_ps(x + i), vdiv));
   for (; i < n; ++i) x[i] /= sum;
 }
 
 void SiluMul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 sigmoid = _mm256_div_ps(one, _mm256_add_ps(one, Exp(_mm256_xor_ps(g, sign))));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sigmoid), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
   }

@@ -17,14 +17,15 @@ TensorEncoding ChooseEncoding(const SourceTensor& tensor, const ConvertOptions& 
                             DTypeName(e.dtype), " -> f16");
     e.dtype = DType::kF16;
   }
-  if (options.layout == LayoutChoice::kTiled) {
+  if (options.layout != LayoutChoice::kPlain) {
+    const bool asked = options.layout == LayoutChoice::kTiled;
     const Layout tiled = e.dtype == DType::kQ4_0 ? Layout::kQ4_0x4
                          : e.dtype == DType::kQ8_0 ? Layout::kQ8_0x8
                                                    : Layout::kPlain;
     if (tiled == Layout::kPlain) {
-      if (e.reason.empty()) e.reason = absl::StrCat(DTypeName(e.dtype), " has no tiled layout: plain");
+      if (asked && e.reason.empty()) e.reason = absl::StrCat(DTypeName(e.dtype), " has no tiled layout: plain");
     } else if (tensor.rows() % LayoutTileRows(tiled) != 0) {
-      e.reason = absl::StrCat(tensor.rows(), " rows do not fill ", LayoutTileRows(tiled), "-row tiles: plain");
+      if (asked) e.reason = absl::StrCat(tensor.rows(), " rows do not fill ", LayoutTileRows(tiled), "-row tiles: plain");
     } else {
       e.layout = tiled;
     }
@@ -44,7 +45,9 @@ absl::Status ConvertModel(const SourceModel& model, const std::string& output_pa
   metadata.Set("general.converter", std::string("kestrel-convert"));
   // What was asked for, so kestrel-inspect can show where a tensor's encoding differs and why.
   metadata.Set("general.requested_type", std::string(DTypeName(options.type)));
-  metadata.Set("general.requested_layout", std::string(options.layout == LayoutChoice::kTiled ? "tiled" : "plain"));
+  metadata.Set("general.requested_layout", std::string(options.layout == LayoutChoice::kTiled   ? "tiled"
+                                                       : options.layout == LayoutChoice::kPlain ? "plain"
+                                                                                                : "auto"));
 
   std::vector<TensorPlan> plans;
   std::vector<TensorEncoding> encodings;

@@ -14,11 +14,14 @@
 
 namespace kestrel::convert {
 
-enum class LayoutChoice { kPlain, kTiled };
+// kAuto: the tiled layout wherever the dtype has one and the rows fill whole tiles (the layout the
+// x86 and dotprod kernels read fastest, see bench/README.md), plain elsewhere without a note;
+// kTiled asks for tiles and notes every tensor that cannot have them.
+enum class LayoutChoice { kAuto, kPlain, kTiled };
 
 struct ConvertOptions {
   DType type = DType::kF32;  // requested dtype for matrices
-  LayoutChoice layout = LayoutChoice::kPlain;
+  LayoutChoice layout = LayoutChoice::kAuto;
   // Called after each tensor with (tensors done, tensor count, bytes written so far).
   std::function<void(size_t, size_t, uint64_t)> progress;
 };

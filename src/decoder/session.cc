@@ -154,10 +154,32 @@ void Session::PrepareInput(const float* x, int32_t n, int64_t columns, bool quan
   input_ = Activations{x, nullptr, n, columns};
   if (quantize) {
     const int64_t blocks = columns / kQuantBlockSize;
-    for (int32_t t = 0; t < n; ++t) {
-      model_.backend().kernels->quantize_q8_0(x + t * columns, qx_.data() + t * blocks, columns);
+    auto job = [&](int i, int parts) {
+      const auto [begin, end] = SplitRange(n, i, parts, 1);
+      for (int64_t t = begin; t < end; ++t) {
+        model_.backend().kernels->quantize_q8_0(x + t * columns, qx_.data() + t * blocks, columns);
+      }
+    };
+    // Prefill quantizes many rows: worth spreading; one decode row is not.
+    if (n > 1 && Worth(int64_t{n} * columns * 4)) {
+      pool_.Run(job);
+    } else {
+      job(0, 1);
     }
     input_.q8_0 = qx_.data();
+  }
+}
+
+void Session::SiluMulRows(int32_t n, int64_t columns) {
+  const KernelTable& k = *model_.backend().kernels;
+  auto job = [&](int i, int parts) {
+    const auto [begin, end] = SplitRange(n, i, parts, 1);
+    if (begin < end) k.silu_mul(gate_.data() + begin * columns, up_.data() + begin * columns, (end - begin) * columns);
+  };
+  if (n > 1 && Worth(int64_t{n} * columns * 4)) {
+    pool_.Run(job);
+  } else {
+    job(0, 1);
   }
 }
 
@@ -317,7 +339,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     if (auto s = CheckFinite(gate_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_gate matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(up_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_up matmul"); !s.ok()) return s;
     other_start = Clock::now();
-    k.silu_mul(gate_.data(), up_.data(), int64_t{n} * c.ffn_dim);
+    SiluMulRows(n, c.ffn_dim);
     PrepareInput(gate_.data(), n, c.ffn_dim, IsBlockQuantized(w.down.dtype));
     other_done();
     Linear(w.down, n, proj_.data(), TimingRole::kDown);

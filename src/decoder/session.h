@@ -78,6 +78,8 @@ class Session {
   // Whether a job of this many multiply-adds is worth spreading over the pool.
   bool Worth(int64_t multiply_adds) const;
   void PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize);
+  // gate_ = silu(gate_) * up_ for n rows of `columns`, spread over the pool for prefill.
+  void SiluMulRows(int32_t n, int64_t columns);
   absl::Status CheckFinite(const float* values, int64_t count, int layer, const char* op) const;
   void ReportStats(int layer, const char* stage, const float* x, int32_t position) const;
 
