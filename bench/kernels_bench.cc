@@ -138,6 +138,12 @@ void RegisterAll() {
                                    6144, 2048, 1)->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64").c_str(), BenchMatmul, b, c.dtype,
                                    c.layout, 2048, 2048, 64)->Unit(benchmark::kMillisecond);
+      if (IsBlockQuantized(c.dtype)) {
+        // The output projection (vocabulary 151936): 175-330 MB, far beyond the caches, so this one
+        // measures how well the kernel streams weights from memory, as decode does.
+        benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936").c_str(), BenchMatmul, b, c.dtype,
+                                     c.layout, 2048, 151936, 1)->Unit(benchmark::kMillisecond);
+      }
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);

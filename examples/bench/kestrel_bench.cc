@@ -44,13 +44,13 @@ double Stddev(const std::vector<double>& v) {
   return std::sqrt(s / (v.size() - 1));
 }
 
-// Read bandwidth with `threads` threads over a buffer much larger than the caches (GB/s, best of 3).
+// Read bandwidth with `threads` threads over a buffer much larger than the caches (GB/s, best of 5).
 double MeasureReadBandwidth(int threads) {
   const size_t bytes = size_t{512} << 20;
   std::vector<uint64_t> buffer(bytes / 8);
   for (size_t i = 0; i < buffer.size(); i += 512) buffer[i] = i;  // touch every page
   double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < 5; ++rep) {
     std::atomic<uint64_t> sink{0};
     const auto start = Clock::now();
     std::vector<std::thread> pool;
@@ -192,6 +192,9 @@ int main(int argc, char** argv) {
         if (rep >= 0) tg.push_back(gen / std::chrono::duration<double>(Clock::now() - start).count());
       }
     }
+    // Measured again after the timed runs and the better figure kept: on a shared machine a slow
+    // moment would otherwise flatter the decode's fraction of the limit.
+    bandwidth.back() = std::max(bandwidth.back(), MeasureReadBandwidth(threads));
     if (prompt > 0) results.push_back({"pp" + std::to_string(prompt), threads, Mean(pp), Stddev(pp)});
     if (gen > 0) results.push_back({"tg" + std::to_string(gen), threads, Mean(tg), Stddev(tg)});
   }
