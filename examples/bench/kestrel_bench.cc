@@ -58,11 +58,14 @@ double MeasureReadBandwidth(int threads) {
       pool.emplace_back([&, t] {
         const size_t begin = buffer.size() * t / threads, end = buffer.size() * (t + 1) / threads;
         uint64_t a = 0, b = 0, c = 0, d = 0;
-        for (size_t i = begin; i + 4 <= end; i += 4) {
-          a += buffer[i];
-          b += buffer[i + 1];
-          c += buffer[i + 2];
-          d += buffer[i + 3];
+        // One cache line per step, prefetched 32 KB ahead as the decode kernels do: without it this
+        // loop reads slower than the kernels stream, and the limit it gives would be too low.
+        for (size_t i = begin; i + 8 <= end; i += 8) {
+          __builtin_prefetch(buffer.data() + i + 4096);
+          a += buffer[i] + buffer[i + 4];
+          b += buffer[i + 1] + buffer[i + 5];
+          c += buffer[i + 2] + buffer[i + 6];
+          d += buffer[i + 3] + buffer[i + 7];
         }
         sink += a + b + c + d;
       });

@@ -18,9 +18,10 @@ namespace {
 constexpr int kRowGroup = 8;    // rows per vector of accumulators
 constexpr int kTokenTile = 8;   // tokens sharing each loaded weight block in prefill
 // How far ahead the tiled loaders prefetch weights: decode streams them from memory, and the
-// hardware prefetcher alone leaves it short of bandwidth (measured with gemv .../2048x151936).
-constexpr int kQ8PrefetchBytes = 2048;
-constexpr int kQ4PrefetchBytes = 4096;
+// hardware prefetcher alone leaves it well short of bandwidth. Chosen by kestrel-bench decode runs
+// (Q4_0: 4, 8, 16, 32 KB gave about 14.5, 15.5, 17, 17.5 t/s here; Q8_0: 2 -> 8 KB about +8%).
+constexpr int kQ8PrefetchBytes = 8192;
+constexpr int kQ4PrefetchBytes = 32768;
 
 inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
