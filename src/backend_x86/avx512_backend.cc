@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include "backend/registry.h"
+#include "backend_x86/avx2_kernels.h"
 #include "backend_x86/avx512_kernels.h"
 
 namespace kestrel {
@@ -46,7 +47,7 @@ const KernelTable& Table() {
 }  // namespace
 
 const Backend& GetBackend() {
-  static const Backend backend = {"avx512_vnni", 20, Supported, Accepts, &Table()};
+  static const Backend backend = {"avx512_vnni", 20, Supported, avx2::Accepts, &Table()};
   return backend;
 }
 

@@ -383,11 +383,6 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
 
 }  // namespace
 
-bool Accepts(DType dtype, Layout layout) {
-  if (layout == Layout::kPlain) return true;
-  return (layout == Layout::kQ4_0x4 && dtype == DType::kQ4_0) || (layout == Layout::kQ8_0x8 && dtype == DType::kQ8_0);
-}
-
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   switch (w.dtype) {
     case DType::kQ8_0:

@@ -1,6 +1,7 @@
 // AVX-512 VNNI kernels (defined in avx512_kernels.cc, the only file compiled with the AVX-512 flags).
 // Semantics are the KernelTable's (backend/kernels.h); quantized products are bit-identical to the
-// generic reference. Float weights go to avx2::Matmul.
+// generic reference. Float weights go to avx2::Matmul; the weight formats read natively are exactly
+// avx2's, so both AVX-512 backends register avx2::Accepts.
 #pragma once
 
 #include "backend/kernels.h"
@@ -8,8 +9,6 @@
 namespace kestrel::avx512_vnni {
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
-// Whether Matmul reads this weight format natively.
-bool Accepts(DType dtype, Layout layout);
 
 }  // namespace kestrel::avx512_vnni
 
@@ -19,6 +18,5 @@ bool Accepts(DType dtype, Layout layout);
 namespace kestrel::avx512_vnni_simde {
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
-bool Accepts(DType dtype, Layout layout);
 
 }  // namespace kestrel::avx512_vnni_simde

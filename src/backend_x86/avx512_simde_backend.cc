@@ -3,6 +3,7 @@
 // and its priority (1) is below avx2's (10) but above generic's (0): automatic selection never picks
 // it where avx2 runs, and it runs only when named (KESTREL_BACKEND, tests).
 #include "backend/registry.h"
+#include "backend_x86/avx2_kernels.h"
 #include "backend_x86/avx512_kernels.h"
 
 namespace kestrel {
@@ -27,7 +28,7 @@ const KernelTable& Table() {
 }  // namespace
 
 const Backend& GetBackend() {
-  static const Backend backend = {"avx512_vnni_simde", 1, Supported, Accepts, &Table()};
+  static const Backend backend = {"avx512_vnni_simde", 1, Supported, avx2::Accepts, &Table()};
   return backend;
 }
 
