@@ -160,12 +160,7 @@ void Session::PrepareInput(const float* x, int32_t n, int64_t columns, bool quan
         model_.backend().kernels->quantize_q8_0(x + t * columns, qx_.data() + t * blocks, columns);
       }
     };
-    // Prefill quantizes many rows: worth spreading; one decode row is not.
-    if (n > 1 && Worth(int64_t{n} * columns * 4)) {
-      pool_.Run(job);
-    } else {
-      job(0, 1);
-    }
+    Spread(int64_t{n} * columns * 4, job);  // prefill's many rows, not one decode row
     input_.q8_0 = qx_.data();
   }
 }
@@ -176,17 +171,9 @@ void Session::SiluMulRows(int32_t n, int64_t columns) {
     const auto [begin, end] = SplitRange(n, i, parts, 1);
     if (begin < end) k.silu_mul(gate_.data() + begin * columns, up_.data() + begin * columns, (end - begin) * columns);
   };
-  if (n > 1 && Worth(int64_t{n} * columns * 4)) {
-    pool_.Run(job);
-  } else {
-    job(0, 1);
-  }
+  Spread(int64_t{n} * columns * 4, job);
 }
 
-bool Session::Worth(int64_t multiply_adds) const {
-  // Below about 64K multiply-adds per thread, waking the workers costs more than it saves.
-  return pool_.size() > 1 && multiply_adds >= int64_t{65536} * pool_.size();
-}
 
 void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
   const auto start = Clock::now();
@@ -196,11 +183,7 @@ void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) 
     const auto [begin, end] = SplitRange(w.rows, i, parts, LayoutTileRows(w.layout));
     if (begin < end) k.matmul(w, x, y, w.rows, begin, end);
   };
-  if (Worth(w.rows * w.columns * int64_t{n})) {
-    pool_.Run(job);
-  } else {
-    job(0, 1);
-  }
+  Spread(w.rows * w.columns * int64_t{n}, job);
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);
 }
 
@@ -314,11 +297,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
                     pos0 + t + 1, hd, score_divisor, scores, attn_.data() + t * q_dim + h * hd);
       }
     };
-    if (Worth(pairs * (pos0 + n) * hd * 2)) {
-      pool_.Run(attention_job);
-    } else {
-      attention_job(0, 1);
-    }
+    Spread(pairs * (pos0 + n) * hd * 2, attention_job);
     timings_.role_seconds[static_cast<size_t>(TimingRole::kAttention)] += Since(attention_start);
     if (auto s = CheckFinite(attn_.data(), n * q_dim, layer, "attention"); !s.ok()) return s;
 

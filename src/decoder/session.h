@@ -75,8 +75,16 @@ class Session {
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
   // y[n][w.rows] = W x, split over threads by rows; x must have been prepared by PrepareInput.
   void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
-  // Whether a job of this many multiply-adds is worth spreading over the pool.
-  bool Worth(int64_t multiply_adds) const;
+  // Runs job(i, parts) over the pool when its work (in multiply-adds) is worth waking the workers
+  // for (about 64K per thread), else job(0, 1) on this thread.
+  template <typename Job>
+  void Spread(int64_t multiply_adds, Job& job) {
+    if (pool_.size() > 1 && multiply_adds >= int64_t{65536} * pool_.size()) {
+      pool_.Run(job);
+    } else {
+      job(0, 1);
+    }
+  }
   void PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize);
   // gate_ = silu(gate_) * up_ for n rows of `columns`, spread over the pool for prefill.
   void SiluMulRows(int32_t n, int64_t columns);
