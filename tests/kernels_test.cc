@@ -190,6 +190,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
   const Shape shapes[] = {
       {96, all_tokens},
       {32 * 2107, {1, 3, 9, 17}},
+      {32 * 8193, {1, 3}},  // past avx2's 8192-block stack budget: its fallback path
   };
   for (const Backend* b : CompiledBackends()) {
     if (!b->cpu_supports()) {
