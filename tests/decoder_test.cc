@@ -3,8 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <set>
+#include <thread>
+#include <vector>
 
 #include "backend/registry.h"
 #include "convert/converter.h"
@@ -13,6 +16,7 @@
 #include "format/vqf_reader.h"
 #include "format/vqf_writer.h"
 #include "decoder/sampler.h"
+#include "decoder/row_scheduler.h"
 #include "decoder/thread_pool.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
@@ -213,6 +217,63 @@ TEST_CASE("SplitRange covers [0, n) with aligned, disjoint parts", "[threads]") 
         REQUIRE(next == n);
       }
     }
+  }
+}
+
+TEST_CASE("RowScheduler: every row once, owners first, thieves from the back", "[threads]") {
+  RowScheduler rows(8);
+  SECTION("one thread drains every share: its own from the front, the others' from the back") {
+    rows.Reset(100, 3, 8);  // 13 chunks: shares [0,4) [4,8) [8,13)
+    std::vector<int64_t> begins;
+    int64_t begin = 0, end = 0;
+    while (rows.Next(1, &begin, &end)) {
+      REQUIRE(end - begin == (begin == 96 ? 4 : 8));
+      begins.push_back(begin);
+    }
+    const std::vector<int64_t> expected = {32, 40, 48, 56, 96, 88, 80, 72, 64, 24, 16, 8, 0};
+    REQUIRE(begins == expected);
+  }
+  SECTION("ChunkRows aligns and gives about per_part chunks a thread") {
+    REQUIRE(RowScheduler::ChunkRows(2048, 2, 8, 16) == 128);
+    REQUIRE(RowScheduler::ChunkRows(100, 2, 8, 16) == 16);
+    REQUIRE(RowScheduler::ChunkRows(151936, 2, 8, 16) == 9504);
+    REQUIRE(RowScheduler::ChunkRows(0, 2, 8, 16) == 16);
+  }
+  SECTION("threads of a pool cover [0, n) exactly once") {
+    for (int n_threads : {1, 2, 3, 8}) {
+      ThreadPool pool(n_threads);
+      for (int64_t n : {0, 1, 15, 16, 17, 1000, 4099}) {
+        for (int64_t chunk : {1, 16, 64}) {
+          rows.Reset(n, n_threads, chunk);
+          std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+          std::atomic<int> misaligned{0};
+          pool.Run([&](int i, int) {
+            int64_t begin = 0, end = 0;
+            while (rows.Next(i, &begin, &end)) {
+              if (begin % chunk != 0 || end <= begin || end > n) misaligned++;
+              for (int64_t r = begin; r < end; ++r) hits[static_cast<size_t>(r)]++;
+            }
+          });
+          REQUIRE(misaligned.load() == 0);
+          for (auto& h : hits) REQUIRE(h.load() == 1);
+        }
+      }
+    }
+  }
+  SECTION("a thread that starts late has its share taken by the others") {
+    ThreadPool pool(2);
+    rows.Reset(64, 2, 4);  // 8 chunks each
+    std::atomic<int> late_rows{0}, stolen_rows{0};
+    pool.Run([&](int i, int) {
+      if (i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      int64_t begin = 0, end = 0;
+      while (rows.Next(i, &begin, &end)) {
+        if (i == 1) late_rows += static_cast<int>(end - begin);
+        if (i == 0 && begin >= 32) stolen_rows += static_cast<int>(end - begin);
+      }
+    });
+    REQUIRE(late_rows.load() == 0);
+    REQUIRE(stolen_rows.load() == 32);
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -68,7 +69,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
 }
 
 Session::Session(const Model& model, const SessionOptions& options, int n_threads)
-    : model_(model), options_(options), pool_(n_threads) {
+    : model_(model), options_(options), pool_(n_threads), rows_(n_threads) {
   const ModelConfig& c = model.config();
   context_length_ = options.context_length > 0 ? options.context_length
                                                : std::min(c.context_length, kDefaultContextLength);
@@ -179,9 +180,12 @@ void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) 
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
   const Activations& x = input_;
-  auto job = [&](int i, int parts) {
-    const auto [begin, end] = SplitRange(w.rows, i, parts, LayoutTileRows(w.layout));
-    if (begin < end) k.matmul(w, x, y, w.rows, begin, end);
+  // Chunk boundaries fall on whole layout tiles and on 16 rows, the widest strip a kernel takes.
+  const int64_t align = std::lcm(int64_t{16}, LayoutTileRows(w.layout));
+  rows_.Reset(w.rows, pool_.size(), RowScheduler::ChunkRows(w.rows, pool_.size(), kChunksPerThread, align));
+  auto job = [&](int i, int /*parts*/) {
+    int64_t begin = 0, end = 0;
+    while (rows_.Next(i, &begin, &end)) k.matmul(w, x, y, w.rows, begin, end);
   };
   Spread(w.rows * w.columns * int64_t{n}, job);
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);

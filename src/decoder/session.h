@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "decoder/model.h"
+#include "decoder/row_scheduler.h"
 #include "decoder/thread_pool.h"
 
 namespace kestrel {
@@ -73,7 +74,7 @@ class Session {
  private:
   Session(const Model& model, const SessionOptions& options, int n_threads);
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
-  // y[n][w.rows] = W x, split over threads by rows; x must have been prepared by PrepareInput.
+  // y[n][w.rows] = W x, split over threads by rows (in chunks, see RowScheduler); x must have been prepared by PrepareInput.
   void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
   // Runs job(i, parts) over the pool when its work (in multiply-adds) is worth waking the workers
   // for (about 64K per thread), else job(0, 1) on this thread.
@@ -94,6 +95,10 @@ class Session {
   const Model& model_;
   SessionOptions options_;
   ThreadPool pool_;
+  // Chunks per thread in a matrix product: enough for a slow thread to hand work over, few enough
+  // that per-call set-up in the kernels stays negligible.
+  static constexpr int kChunksPerThread = 8;
+  RowScheduler rows_;
   int32_t context_length_;
   int32_t position_ = 0;
   SessionTimings timings_;
