@@ -148,7 +148,11 @@ void RegisterAll() {
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
     benchmark::RegisterBenchmark((prefix + "silu_mul_softmax/6144").c_str(), BenchSoftmaxSilu, b, 6144);
-    benchmark::RegisterBenchmark((prefix + "attention_f32/512").c_str(), BenchAttention, b, 512)->Unit(benchmark::kMicrosecond);
+    for (int64_t positions : {64, 512, 4096}) {
+      benchmark::RegisterBenchmark((prefix + "attention_f32/" + std::to_string(positions)).c_str(), BenchAttention, b,
+                                   positions)
+          ->Unit(benchmark::kMicrosecond);
+    }
   }
 }
 

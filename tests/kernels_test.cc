@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "backend/registry.h"
@@ -274,8 +275,12 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
       }
     }
     for (DType kv : {DType::kF32, DType::kF16}) {
-      for (int64_t positions : {1, 2, 5, 17, 100}) {
-        const int64_t head_dim = 16, stride = 48;
+      // Head sizes around the kernels' 8-float vectors and 64-float passes; positions around
+      // groups of four.
+      for (const auto& [positions, head_dim] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 16}, {2, 16}, {5, 16}, {17, 16}, {100, 16}, {3, 128}, {4, 128}, {7, 128}, {9, 64},
+               {33, 72}, {6, 20}, {1, 7}, {13, 136}, {130, 128}}) {
+        const int64_t stride = 3 * head_dim;
         const auto q = RandomVector(head_dim, 1);
         const auto kf = RandomVector(static_cast<size_t>(positions * stride), 2);
         const auto vf = RandomVector(static_cast<size_t>(positions * stride), 3);
