@@ -4,6 +4,7 @@
 #include <benchmark/benchmark.h>
 
 #include <atomic>
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,6 +86,18 @@ void BenchRmsnorm(benchmark::State& state, const Backend* b, int64_t n) {
   }
 }
 
+// RoPE on a decode step's query heads (Qwen3-1.7B: 16 heads of 128).
+void BenchRope(benchmark::State& state, const Backend* b) {
+  const int64_t heads = 16, head_dim = 128;
+  std::vector<float> x(heads * head_dim, 0.5f), inv_freq(head_dim / 2);
+  for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = 1.0f / std::pow(1e6f, 2.0f * i / head_dim);
+  int64_t pos = 0;
+  for (auto _ : state) {
+    b->kernels->rope(x.data(), heads, head_dim, 1000 + (pos++ & 1023), inv_freq.data(), RopeStyle::kHalfSplit);
+    benchmark::DoNotOptimize(x.data());
+  }
+}
+
 void BenchAttention(benchmark::State& state, const Backend* b, int64_t positions) {
   const int64_t head_dim = 128, stride = 1024;
   std::vector<float> q(head_dim, 0.1f), kv(positions * stride, 0.01f), scores(positions), out(head_dim);
@@ -147,6 +160,7 @@ void RegisterAll() {
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
+    benchmark::RegisterBenchmark((prefix + "rope/16x128").c_str(), BenchRope, b)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark((prefix + "silu_mul_softmax/6144").c_str(), BenchSoftmaxSilu, b, 6144);
     for (int64_t positions : {64, 512, 4096}) {
       benchmark::RegisterBenchmark((prefix + "attention_f32/" + std::to_string(positions)).c_str(), BenchAttention, b,

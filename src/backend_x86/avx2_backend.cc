@@ -32,12 +32,13 @@ bool Supported() {
 }
 
 const KernelTable& Table() {
-  // Kernels without an AVX2 version (RoPE, embedding rows) are the reference ones.
+  // Kernels without an AVX2 version (embedding rows) are the reference ones.
   static const KernelTable table = [] {
     KernelTable t = *generic::GetBackend().kernels;
     t.quantize_q8_0 = QuantizeQ8_0;
     t.matmul = Matmul;
     t.rmsnorm = Rmsnorm;
+    t.rope = Rope;
     t.softmax = Softmax;
     t.silu_mul = SiluMul;
     t.attention = Attention;
