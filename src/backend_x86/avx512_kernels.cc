@@ -41,6 +41,14 @@ namespace {
 constexpr int kRows = 16;             // weight rows per register, one per 32-bit lane
 constexpr int kTokenTile = 8;         // tokens sharing each rearranged weight block in prefill
 constexpr int64_t kBlockChunk = 256;  // blocks whose activation sums are kept on the stack at once
+// How far ahead of each tile stream the tiled loaders prefetch: the distances measured best for
+// the AVX2 kernels (bench/README.md), which read the same tiles in the same order. A 16-row strip's
+// streams are consecutive regions of memory, so each prefetch lands ahead of the strip as a whole.
+// Not tuned on AVX-512 hardware (none was available).
+constexpr int kQ4StreamPrefetchBytes = 32768;
+constexpr int kQ8StreamPrefetchBytes = 8192;
+
+inline void Prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
 inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -139,6 +147,8 @@ struct TiledQ4_0x4 {
     for (int t = 0; t < 4; ++t) {
       if (t * 4 < n_rows) {
         const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+        Prefetch(group + kQ4StreamPrefetchBytes);  // a 72-byte group spans at most two lines
+        Prefetch(group + kQ4StreamPrefetchBytes + 64);
         std::memcpy(&scales[t], group, 8);
         tile[t] = _mm512_loadu_si512(group + 8);
       } else {
@@ -219,6 +229,7 @@ struct TiledQ8_0x8 {
     for (int t = 0; t < 2; ++t) {
       if (t * 8 < n_rows) {
         const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
+        for (int line = 0; line < 5; ++line) Prefetch(group + kQ8StreamPrefetchBytes + 64 * line);
         scales[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(group));
         for (int q = 0; q < 4; ++q) part[t][q] = _mm512_loadu_si512(group + 16 + q * 64);
       } else {
