@@ -61,6 +61,33 @@ set_tests_properties(kestrel_run_error_negative_temperature PROPERTIES FIXTURES_
 add_test(NAME kestrel_run_error_usage
          COMMAND ${KESTREL_CHECK} fail --stderr-regex "^kestrel-run: no model given" -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-run> -p hello)
 
+# kestrel-bench: one result per test and thread count, in JSON and markdown, with the measured
+# bandwidth and decode's fraction of it; on the auto-selected backend and on generic.
+if(TARGET kestrel-bench)
+  foreach(backend auto generic)
+    set(backend_arg)
+    if(NOT backend STREQUAL "auto")
+      set(backend_arg --backend ${backend})
+    endif()
+    add_test(NAME kestrel_bench_output_${backend}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_bench.py --model ${KESTREL_STORIES_F32}
+                     ${backend_arg} -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
+    set_tests_properties(kestrel_bench_output_${backend} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32
+                         SKIP_RETURN_CODE 77)
+  endforeach()
+  add_test(NAME kestrel_bench_error_missing_model
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: .*does-not-exist" --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf)
+  add_test(NAME kestrel_bench_error_threads
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: -t takes" --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_STORIES_F32} -t 1,x)
+  add_test(NAME kestrel_bench_error_context
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: -p \\+ -n = 600 exceeds the model's context of 512"
+                   --require ${KESTREL_STORIES_F32} --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_STORIES_F32} -p 500 -n 100)
+  set_tests_properties(kestrel_bench_error_context PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+endif()
+
 # The C example.
 if(TARGET kestrel-simple)
   add_test(NAME example_c_simple_expected
@@ -88,7 +115,8 @@ endif()
 
 foreach(t kestrel_fixture_stories_f32 kestrel_fixture_aidreams_f32 kestrel_run_expected_stories260K
           kestrel_run_expected_aidreams260K kestrel_run_error_unknown_backend kestrel_run_error_negative_temperature
-          example_c_simple_expected example_python_expected)
+          example_c_simple_expected example_python_expected kestrel_bench_output_auto kestrel_bench_output_generic
+          kestrel_bench_error_context)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "examples;shared")
   endif()

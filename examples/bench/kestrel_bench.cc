@@ -1,6 +1,8 @@
 // kestrel-bench: end-to-end prefill and decode speed, printed like llama-bench so the numbers line
 // up, plus the machine's read bandwidth measured in the same run and decode as a fraction of the
-// bandwidth limit (weights read per token / bandwidth).
+// bandwidth limit (weights read per token / bandwidth). On a shared machine the bandwidth moves by
+// 10-30% from one second to the next, so it is measured right before and after every timed decode
+// run, and each run is set against its own measurement.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,12 +25,15 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const char kUsage[] =
-    "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n";
+    "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n"
+    "                     [--probe-mib 512]   (size of the bandwidth probe's buffer)\n";
 
 struct Result {
   std::string test;
   int threads;
   double mean, stddev;
+  double bandwidth_gbps;     // mean of the probes next to the runs (0: none measured)
+  double fraction, fraction_stddev;  // decode: tokens/s x bytes per token / bandwidth, per run
 };
 
 double Mean(const std::vector<double>& v) {
@@ -44,45 +49,53 @@ double Stddev(const std::vector<double>& v) {
   return std::sqrt(s / (v.size() - 1));
 }
 
-// Read bandwidth with `threads` threads over a buffer much larger than the caches (GB/s, best of 5).
-double MeasureReadBandwidth(int threads) {
-  const size_t bytes = size_t{512} << 20;
-  std::vector<uint64_t> buffer(bytes / 8);
-  for (size_t i = 0; i < buffer.size(); i += 512) buffer[i] = i;  // touch every page
-  double best = 0;
-  for (int rep = 0; rep < 5; ++rep) {
-    std::atomic<uint64_t> sink{0};
-    const auto start = Clock::now();
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const size_t begin = buffer.size() * t / threads, end = buffer.size() * (t + 1) / threads;
-        uint64_t a = 0, b = 0, c = 0, d = 0;
-        // One cache line per step, prefetched 32 KB ahead as the decode kernels do: without it this
-        // loop reads slower than the kernels stream, and the limit it gives would be too low.
-        for (size_t i = begin; i + 8 <= end; i += 8) {
-          __builtin_prefetch(buffer.data() + i + 4096);
-          a += buffer[i] + buffer[i + 4];
-          b += buffer[i + 1] + buffer[i + 5];
-          c += buffer[i + 2] + buffer[i + 6];
-          d += buffer[i + 3] + buffer[i + 7];
-        }
-        sink += a + b + c + d;
-      });
-    }
-    for (auto& th : pool) th.join();
-    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    best = std::max(best, bytes / seconds / 1e9);
+// Read bandwidth over a buffer much larger than the caches, allocated and paged in once.
+class BandwidthProbe {
+ public:
+  explicit BandwidthProbe(size_t bytes) : buffer_(bytes / 8) {
+    for (size_t i = 0; i < buffer_.size(); i += 512) buffer_[i] = i;  // touch every page
   }
-  return best;
-}
+
+  // GB/s with `threads` threads, best of `reps` passes.
+  double Measure(int threads, int reps) {
+    double best = 0;
+    for (int rep = 0; rep < reps; ++rep) {
+      std::atomic<uint64_t> sink{0};
+      const auto start = Clock::now();
+      std::vector<std::thread> pool;
+      for (int t = 0; t < threads; ++t) {
+        pool.emplace_back([&, t] {
+          const size_t begin = buffer_.size() * t / threads, end = buffer_.size() * (t + 1) / threads;
+          uint64_t a = 0, b = 0, c = 0, d = 0;
+          // One cache line per step, prefetched 32 KB ahead as the decode kernels do: without it
+          // this loop reads slower than the kernels stream, and the limit it gives would be too low.
+          for (size_t i = begin; i + 8 <= end; i += 8) {
+            __builtin_prefetch(buffer_.data() + i + 4096);
+            a += buffer_[i] + buffer_[i + 4];
+            b += buffer_[i + 1] + buffer_[i + 5];
+            c += buffer_[i + 2] + buffer_[i + 6];
+            d += buffer_[i + 3] + buffer_[i + 7];
+          }
+          sink += a + b + c + d;
+        });
+      }
+      for (auto& th : pool) th.join();
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      best = std::max(best, static_cast<double>(buffer_.size() * 8) / seconds / 1e9);
+    }
+    return best;
+  }
+
+ private:
+  std::vector<uint64_t> buffer_;
+};
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace kestrel;
   std::string path, backend, output = "md";
-  int prompt = 64, gen = 32, reps = 3;
+  int prompt = 64, gen = 32, reps = 3, probe_mib = 512;
   std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -106,6 +119,7 @@ int main(int argc, char** argv) {
     else if (a == "-p") prompt = integer(0, 1 << 16);
     else if (a == "-n") gen = integer(0, 1 << 16);
     else if (a == "-r") reps = integer(1, 1000);
+    else if (a == "--probe-mib") probe_mib = integer(1, 1 << 16);
     else if (a == "--backend") backend = value();
     else if (a == "-o") output = value();
     else if (a == "-t") {
@@ -157,9 +171,8 @@ int main(int argc, char** argv) {
   for (auto& t : prompt_tokens) t = token(rng);
 
   std::vector<Result> results;
-  std::vector<double> bandwidth;
+  BandwidthProbe probe(size_t(probe_mib) << 20);
   for (int threads : thread_counts) {
-    bandwidth.push_back(MeasureReadBandwidth(threads));
     SessionOptions options;
     options.n_threads = threads;
     options.context_length = std::max(prompt + gen, 1);
@@ -169,7 +182,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     Session& s = **session;
-    std::vector<double> pp, tg;
+    std::vector<double> pp, tg, bandwidth, fraction;
     // One untimed warm-up run pages the weights in.
     for (int rep = -1; rep < reps; ++rep) {
       if (prompt > 0) {
@@ -183,6 +196,7 @@ int main(int argc, char** argv) {
       }
       if (gen > 0) {
         s.Reset();
+        const double bw_before = rep >= 0 ? probe.Measure(threads, 3) : 0;
         int32_t next = prompt_tokens.empty() ? 1 : prompt_tokens[0];
         const auto start = Clock::now();
         for (int i = 0; i < gen; ++i) {
@@ -192,38 +206,39 @@ int main(int argc, char** argv) {
           }
           next = static_cast<int32_t>(std::max_element(s.logits(), s.logits() + c.vocab_size) - s.logits());
         }
-        if (rep >= 0) tg.push_back(gen / std::chrono::duration<double>(Clock::now() - start).count());
+        const double rate = gen / std::chrono::duration<double>(Clock::now() - start).count();
+        if (rep >= 0) {
+          // The better of the two probes around the run: a slow moment would flatter the fraction.
+          const double bw = std::max(bw_before, probe.Measure(threads, 3));
+          tg.push_back(rate);
+          bandwidth.push_back(bw);
+          fraction.push_back(rate * static_cast<double>(weight_bytes) / (bw * 1e9));
+        }
       }
     }
-    // Measured again after the timed runs and the better figure kept: on a shared machine a slow
-    // moment would otherwise flatter the decode's fraction of the limit.
-    bandwidth.back() = std::max(bandwidth.back(), MeasureReadBandwidth(threads));
-    if (prompt > 0) results.push_back({"pp" + std::to_string(prompt), threads, Mean(pp), Stddev(pp)});
-    if (gen > 0) results.push_back({"tg" + std::to_string(gen), threads, Mean(tg), Stddev(tg)});
+    const double bw = Mean(bandwidth);
+    if (prompt > 0) results.push_back({"pp" + std::to_string(prompt), threads, Mean(pp), Stddev(pp), bw, 0, 0});
+    if (gen > 0) {
+      results.push_back({"tg" + std::to_string(gen), threads, Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction)});
+    }
   }
 
   const std::string name = c.name.empty() ? ArchitectureName(c.architecture) : c.name;
   const double size_gib = static_cast<double>((*model)->file().file_bytes()) / (1ull << 30);
-  auto bandwidth_for = [&](int threads) {
-    for (size_t i = 0; i < thread_counts.size(); ++i) {
-      if (thread_counts[i] == threads) return bandwidth[i];
-    }
-    return 0.0;
-  };
   if (output == "json") {
     std::printf("[\n");
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      const bool decode = r.test.rfind("tg", 0) == 0;
-      const double bw = bandwidth_for(r.threads);
       std::printf("  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"threads\": %d, "
-                  "\"test\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f, \"read_bandwidth_gbps\": %.2f",
+                  "\"test\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f",
                   name.c_str(), static_cast<unsigned long long>((*model)->file().file_bytes()),
                   static_cast<unsigned long long>(params), (*model)->backend().name, r.threads, r.test.c_str(), r.mean,
-                  r.stddev, bw);
-      if (decode) {
-        std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f",
-                    bw * 1e9 / weight_bytes, r.mean * weight_bytes / (bw * 1e9));
+                  r.stddev);
+      if (r.bandwidth_gbps > 0) std::printf(", \"read_bandwidth_gbps\": %.2f", r.bandwidth_gbps);
+      if (r.fraction > 0) {
+        std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f, "
+                    "\"bandwidth_fraction_stddev\": %.3f",
+                    r.bandwidth_gbps * 1e9 / static_cast<double>(weight_bytes), r.fraction, r.fraction_stddev);
       }
       std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }
@@ -232,12 +247,14 @@ int main(int argc, char** argv) {
     std::printf("| model | size | params | backend | threads | test | t/s | bandwidth | of limit |\n");
     std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |\n");
     for (const Result& r : results) {
-      const bool decode = r.test.rfind("tg", 0) == 0;
-      const double bw = bandwidth_for(r.threads);
-      char fraction[32] = "";
-      if (decode) std::snprintf(fraction, sizeof(fraction), "%.0f%%", 100.0 * r.mean * weight_bytes / (bw * 1e9));
-      std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %.1f GB/s | %s |\n", name.c_str(), size_gib,
-                  params / 1e9, (*model)->backend().name, r.threads, r.test.c_str(), r.mean, r.stddev, bw, fraction);
+      char bandwidth[32] = "", fraction[32] = "";
+      if (r.bandwidth_gbps > 0) std::snprintf(bandwidth, sizeof(bandwidth), "%.1f GB/s", r.bandwidth_gbps);
+      if (r.fraction > 0) {
+        std::snprintf(fraction, sizeof(fraction), "%.0f%% ± %.0f", 100.0 * r.fraction, 100.0 * r.fraction_stddev);
+      }
+      std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s |\n", name.c_str(), size_gib,
+                  params / 1e9, (*model)->backend().name, r.threads, r.test.c_str(), r.mean, r.stddev, bandwidth,
+                  fraction);
     }
   }
   return 0;

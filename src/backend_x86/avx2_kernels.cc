@@ -564,6 +564,8 @@ void SiluMul(float* gate, const float* up, int64_t n) {
   }
 }
 
+namespace {
+
 // Scores four positions at a time, so four independent FMA chains share each load of q; the
 // weighted sum of V walks positions in order with up to eight accumulators (64 dimensions) per
 // pass, reading each V row contiguously. Both keep the FMA latency hidden, which the single
@@ -624,6 +626,8 @@ void AttentionRows(const float* q, const uint8_t* k, const uint8_t* v, int64_t r
     out[i] = acc;
   }
 }
+
+}  // namespace
 
 void Attention(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride, int64_t n_positions,
                int64_t head_dim, float score_divisor, float* scores, float* out) {
