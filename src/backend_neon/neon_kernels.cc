@@ -313,21 +313,6 @@ inline float32x4_t LoadTail(const float* p, int64_t count) {
   return vld1q_f32(tmp);
 }
 
-// Loads 4 KV values (f32 or f16) as f32.
-inline float32x4_t LoadKv4(const void* base, DType dtype, int64_t index) {
-  if (dtype == DType::kF16) {
-    uint16_t h[4];
-    std::memcpy(h, static_cast<const uint16_t*>(base) + index, sizeof(h));
-    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
-  }
-  return vld1q_f32(static_cast<const float*>(base) + index);
-}
-
-inline float LoadKv(const void* base, DType dtype, int64_t index) {
-  if (dtype == DType::kF16) return Fp16ToFp32(static_cast<const uint16_t*>(base)[index]);
-  return static_cast<const float*>(base)[index];
-}
-
 }  // namespace
 
 // ---- Shared with the dotprod backend (see neon_kernels.h) ------------------------------------
@@ -478,27 +463,89 @@ void silu_mul__neon(float* gate, const float* up, int64_t n) {
   }
 }
 
-void attention__neon(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
-  for (int64_t t = 0; t < n_positions; ++t) {
+namespace {
+
+struct KvF32 {
+  static float32x4_t Load4(const uint8_t* row, int64_t i) { return vld1q_f32(reinterpret_cast<const float*>(row) + i); }
+  static float Load1(const uint8_t* row, int64_t i) { return reinterpret_cast<const float*>(row)[i]; }
+  static constexpr int64_t kBytes = 4;
+};
+struct KvF16 {
+  static float32x4_t Load4(const uint8_t* row, int64_t i) {
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(row) + i)));
+  }
+  static float Load1(const uint8_t* row, int64_t i) { return Fp16ToFp32(reinterpret_cast<const uint16_t*>(row)[i]); }
+  static constexpr int64_t kBytes = 2;
+};
+
+// Scores four positions at a time (four independent FMA chains sharing each load of q); the V sum
+// walks positions in order with eight accumulators (32 dimensions) per pass. A single chain, as
+// before, waits the full FMA latency at every step, which an in-order core (Cortex-A53) cannot hide.
+template <typename Kv>
+void AttentionRows(const float* q, const uint8_t* k, const uint8_t* v, int64_t row_bytes, int64_t n_positions,
+                   int64_t head_dim, float score_divisor, float* scores, float* out) {
+  const int64_t vec_dim = head_dim / 4 * 4;
+  auto dot_tail = [&](const uint8_t* kt, float dot) {
+    for (int64_t i = vec_dim; i < head_dim; ++i) dot += q[i] * Kv::Load1(kt, i);
+    return dot;
+  };
+  int64_t t = 0;
+  for (; t + 4 <= n_positions; t += 4) {
+    const uint8_t* k0 = k + t * row_bytes;
+    const uint8_t *k1 = k0 + row_bytes, *k2 = k1 + row_bytes, *k3 = k2 + row_bytes;
+    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t i = 0; i < vec_dim; i += 4) {
+      const float32x4_t qi = vld1q_f32(q + i);
+      a0 = vfmaq_f32(a0, qi, Kv::Load4(k0, i));
+      a1 = vfmaq_f32(a1, qi, Kv::Load4(k1, i));
+      a2 = vfmaq_f32(a2, qi, Kv::Load4(k2, i));
+      a3 = vfmaq_f32(a3, qi, Kv::Load4(k3, i));
+    }
+    scores[t] = dot_tail(k0, vaddvq_f32(a0)) / score_divisor;
+    scores[t + 1] = dot_tail(k1, vaddvq_f32(a1)) / score_divisor;
+    scores[t + 2] = dot_tail(k2, vaddvq_f32(a2)) / score_divisor;
+    scores[t + 3] = dot_tail(k3, vaddvq_f32(a3)) / score_divisor;
+  }
+  for (; t < n_positions; ++t) {
+    const uint8_t* kt = k + t * row_bytes;
     float32x4_t acc = vdupq_n_f32(0.0f);
-    int64_t i = 0;
-    for (; i + 4 <= head_dim; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), LoadKv4(k, kv_dtype, t * kv_stride + i));
-    float dot = vaddvq_f32(acc);
-    for (; i < head_dim; ++i) dot += q[i] * LoadKv(k, kv_dtype, t * kv_stride + i);
-    scores[t] = dot / score_divisor;
+    for (int64_t i = 0; i < vec_dim; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), Kv::Load4(kt, i));
+    scores[t] = dot_tail(kt, vaddvq_f32(acc)) / score_divisor;
   }
   softmax__neon(scores, n_positions);
   int64_t i = 0;
-  for (; i + 4 <= head_dim; i += 4) {
+  for (; i + 32 <= vec_dim; i += 32) {
+    float32x4_t acc[8];
+    for (auto& a : acc) a = vdupq_n_f32(0.0f);
+    for (int64_t p = 0; p < n_positions; ++p) {
+      const uint8_t* vt = v + p * row_bytes;
+      const float s = scores[p];
+      for (int j = 0; j < 8; ++j) acc[j] = vfmaq_n_f32(acc[j], Kv::Load4(vt, i + 4 * j), s);
+    }
+    for (int j = 0; j < 8; ++j) vst1q_f32(out + i + 4 * j, acc[j]);
+  }
+  for (; i < vec_dim; i += 4) {
     float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t t = 0; t < n_positions; ++t) acc = vfmaq_n_f32(acc, LoadKv4(v, kv_dtype, t * kv_stride + i), scores[t]);
+    for (int64_t p = 0; p < n_positions; ++p) acc = vfmaq_n_f32(acc, Kv::Load4(v + p * row_bytes, i), scores[p]);
     vst1q_f32(out + i, acc);
   }
   for (; i < head_dim; ++i) {
     float acc = 0.0f;
-    for (int64_t t = 0; t < n_positions; ++t) acc += scores[t] * LoadKv(v, kv_dtype, t * kv_stride + i);
+    for (int64_t p = 0; p < n_positions; ++p) acc += scores[p] * Kv::Load1(v + p * row_bytes, i);
     out[i] = acc;
+  }
+}
+
+}  // namespace
+
+void attention__neon(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  if (kv_dtype == DType::kF16) {
+    AttentionRows<KvF16>(q, kb, vb, kv_stride * KvF16::kBytes, n_positions, head_dim, score_divisor, scores, out);
+  } else {
+    AttentionRows<KvF32>(q, kb, vb, kv_stride * KvF32::kBytes, n_positions, head_dim, score_divisor, scores, out);
   }
 }
 
