@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """Runs kestrel-bench on a small model and checks what it prints (stdlib only).
 
-  check_bench.py --model VQF [--backend NAME] -- CMD...
+  check_bench.py --model VQF [--backend NAME] [--depth N] -- CMD...
       CMD is kestrel-bench (with an emulator in front in a cross build). Runs it with
-      -p 8 -n 4 -t 1,2 -r 2 on VQF, once with -o json and once with -o md, and requires one result per
+      -p 8 -n 4 -t 1,2 -r 2 (and -d N) on VQF, once with -o json and once with -o md, and requires one result per
       test and thread count: positive, finite tokens/s, a measured read bandwidth, and for decode a
       fraction of the bandwidth limit consistent with the tokens/s. With --backend, that backend is
       asked for and must be the one reported.
@@ -23,10 +23,12 @@ THREADS = [1, 2]
 TESTS = ["pp8", "tg4"]
 
 
-def bench(cmd, model, backend, output):
+def bench(cmd, model, backend, depth, output):
     argv = cmd + ["-m", model, "-p", "8", "-n", "4", "-t", "1,2", "-r", "2", "--probe-mib", "8", "-o", output]
     if backend:
         argv += ["--backend", backend]
+    if depth:
+        argv += ["-d", str(depth)]
     result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     if result.returncode != 0:
         raise AssertionError(f"{argv} exited {result.returncode}: {result.stderr.decode(errors='replace')}")
@@ -85,6 +87,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
     parser.add_argument("--backend")
+    parser.add_argument("--depth", type=int, default=0)
     argv = sys.argv[1:]
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("no command given after --")
@@ -97,9 +100,11 @@ def main():
             return SKIPPED
         print(f"FAIL: missing {args.model} (set KESTREL_ALLOW_MISSING_SHARED=1 to skip instead)", file=sys.stderr)
         return 1
+    if args.depth:
+        TESTS[1] = f"tg4 @ d{args.depth}"
     try:
-        check_json(bench(cmd, args.model, args.backend, "json"), args.backend)
-        check_markdown(bench(cmd, args.model, args.backend, "md"))
+        check_json(bench(cmd, args.model, args.backend, args.depth, "json"), args.backend)
+        check_markdown(bench(cmd, args.model, args.backend, args.depth, "md"))
     except (AssertionError, ValueError, KeyError) as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1

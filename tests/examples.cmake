@@ -75,6 +75,11 @@ if(TARGET kestrel-bench)
     set_tests_properties(kestrel_bench_output_${backend} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32
                          SKIP_RETURN_CODE 77)
   endforeach()
+  # Decode after 100 positions of context (-d).
+  add_test(NAME kestrel_bench_output_depth
+           COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_bench.py --model ${KESTREL_STORIES_F32}
+                   --depth 100 -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
+  set_tests_properties(kestrel_bench_output_depth PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32 SKIP_RETURN_CODE 77)
   add_test(NAME kestrel_bench_error_missing_model
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: .*does-not-exist" --
                    ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf)
@@ -82,7 +87,7 @@ if(TARGET kestrel-bench)
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: -t takes" --
                    ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_STORIES_F32} -t 1,x)
   add_test(NAME kestrel_bench_error_context
-           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: -p \\+ -n = 600 exceeds the model's context of 512"
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: -p \\+ -d \\+ -n = 600 exceeds the model's context of 512"
                    --require ${KESTREL_STORIES_F32} --
                    ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_STORIES_F32} -p 500 -n 100)
   set_tests_properties(kestrel_bench_error_context PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
@@ -115,7 +120,7 @@ endif()
 
 foreach(t kestrel_fixture_stories_f32 kestrel_fixture_aidreams_f32 kestrel_run_expected_stories260K
           kestrel_run_expected_aidreams260K kestrel_run_error_unknown_backend kestrel_run_error_negative_temperature
-          example_c_simple_expected example_python_expected kestrel_bench_output_auto kestrel_bench_output_generic
+          example_c_simple_expected example_python_expected kestrel_bench_output_auto kestrel_bench_output_generic kestrel_bench_output_depth
           kestrel_bench_error_context)
   if(TEST ${t})
     set_tests_properties(${t} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT 300 LABELS "examples;shared")

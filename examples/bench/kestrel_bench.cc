@@ -25,8 +25,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 const char kUsage[] =
-    "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n"
-    "                     [--probe-mib 512]   (size of the bandwidth probe's buffer)\n";
+    "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-d 0] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n"
+    "                     [--probe-mib 512]\n"
+    "  -d N: decode after N context tokens (evaluated untimed), as llama-bench's -d\n"
+    "  --probe-mib N: size of the bandwidth probe's buffer\n";
 
 struct Result {
   std::string test;
@@ -90,12 +92,19 @@ class BandwidthProbe {
   std::vector<uint64_t> buffer_;
 };
 
+// Bytes a decoded token reads: the weights, plus the keys and values of every earlier position
+// (f32, the sessions' default), averaged over the positions of a run of `gen` tokens after `depth`.
+double BytesPerToken(uint64_t weight_bytes, const kestrel::ModelConfig& c, int depth, int gen) {
+  const double kv_per_position = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float);
+  return static_cast<double>(weight_bytes) + kv_per_position * (depth + (gen + 1) / 2.0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace kestrel;
   std::string path, backend, output = "md";
-  int prompt = 64, gen = 32, reps = 3, probe_mib = 512;
+  int prompt = 64, gen = 32, depth = 0, reps = 3, probe_mib = 512;
   std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -118,6 +127,7 @@ int main(int argc, char** argv) {
     if (a == "-m") path = value();
     else if (a == "-p") prompt = integer(0, 1 << 16);
     else if (a == "-n") gen = integer(0, 1 << 16);
+    else if (a == "-d") depth = integer(0, 1 << 20);
     else if (a == "-r") reps = integer(1, 1000);
     else if (a == "--probe-mib") probe_mib = integer(1, 1 << 16);
     else if (a == "--backend") backend = value();
@@ -154,8 +164,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   const ModelConfig& c = (*model)->config();
-  if (prompt + gen > c.context_length) {
-    std::fprintf(stderr, "kestrel-bench: -p + -n = %d exceeds the model's context of %d\n", prompt + gen, c.context_length);
+  if (prompt + depth + gen > c.context_length) {
+    std::fprintf(stderr, "kestrel-bench: -p + -d + -n = %d exceeds the model's context of %d\n", prompt + depth + gen,
+                 c.context_length);
     return 1;
   }
   // Bytes of weights streamed per decoded token: every matrix except the embedding table (read one
@@ -167,15 +178,16 @@ int main(int argc, char** argv) {
   }
   std::mt19937 rng(1);
   std::uniform_int_distribution<int32_t> token(0, c.vocab_size - 1);
-  std::vector<int32_t> prompt_tokens(static_cast<size_t>(prompt));
+  std::vector<int32_t> prompt_tokens(static_cast<size_t>(prompt)), depth_tokens(static_cast<size_t>(depth));
   for (auto& t : prompt_tokens) t = token(rng);
+  for (auto& t : depth_tokens) t = token(rng);
 
   std::vector<Result> results;
   BandwidthProbe probe(size_t(probe_mib) << 20);
   for (int threads : thread_counts) {
     SessionOptions options;
     options.n_threads = threads;
-    options.context_length = std::max(prompt + gen, 1);
+    options.context_length = std::max(std::max(prompt, depth + gen), 1);
     auto session = Session::Create(**model, options);
     if (!session.ok()) {
       std::fprintf(stderr, "kestrel-bench: %s\n", std::string(session.status().message()).c_str());
@@ -196,6 +208,12 @@ int main(int argc, char** argv) {
       }
       if (gen > 0) {
         s.Reset();
+        if (depth > 0) {
+          if (auto st = s.Eval(depth_tokens.data(), depth_tokens.size()); !st.ok()) {
+            std::fprintf(stderr, "kestrel-bench: %s\n", std::string(st.message()).c_str());
+            return 1;
+          }
+        }
         const double bw_before = rep >= 0 ? probe.Measure(threads, 3) : 0;
         int32_t next = prompt_tokens.empty() ? 1 : prompt_tokens[0];
         const auto start = Clock::now();
@@ -212,14 +230,14 @@ int main(int argc, char** argv) {
           const double bw = std::max(bw_before, probe.Measure(threads, 3));
           tg.push_back(rate);
           bandwidth.push_back(bw);
-          fraction.push_back(rate * static_cast<double>(weight_bytes) / (bw * 1e9));
+          fraction.push_back(rate * BytesPerToken(weight_bytes, c, depth, gen) / (bw * 1e9));
         }
       }
     }
     const double bw = Mean(bandwidth);
     if (prompt > 0) results.push_back({"pp" + std::to_string(prompt), threads, Mean(pp), Stddev(pp), bw, 0, 0});
     if (gen > 0) {
-      results.push_back({"tg" + std::to_string(gen), threads, Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction)});
+      results.push_back({"tg" + std::to_string(gen) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), threads, Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction)});
     }
   }
 
@@ -238,7 +256,7 @@ int main(int argc, char** argv) {
       if (r.fraction > 0) {
         std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f, "
                     "\"bandwidth_fraction_stddev\": %.3f",
-                    r.bandwidth_gbps * 1e9 / static_cast<double>(weight_bytes), r.fraction, r.fraction_stddev);
+                    r.bandwidth_gbps * 1e9 / BytesPerToken(weight_bytes, c, depth, gen), r.fraction, r.fraction_stddev);
       }
       std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }
