@@ -276,13 +276,19 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
       }
     }
     for (DType kv : {DType::kF32, DType::kF16}) {
-      // Head sizes around the kernels' 8-float vectors and 64-float passes; positions around
-      // groups of four.
-      for (const auto& [positions, head_dim] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 16}, {2, 16}, {5, 16}, {17, 16}, {100, 16}, {3, 128}, {4, 128}, {7, 128}, {9, 64},
-               {33, 72}, {6, 20}, {1, 7}, {13, 136}, {130, 128}}) {
+      // Head sizes around the kernels' 4- and 8-float vectors and 32/64-float passes; positions
+      // around groups of four and the blocks of 32/64 rows a group of heads shares; groups of 1-4
+      // query heads per KV head.
+      struct Case {
+        int64_t positions, head_dim, heads;
+      };
+      for (const Case& c : std::vector<Case>{{1, 16, 1},   {2, 16, 1},   {5, 16, 2},   {17, 16, 1}, {100, 16, 3},
+                                             {3, 128, 2},  {4, 128, 1},  {7, 128, 4},  {9, 64, 1},  {33, 72, 2},
+                                             {6, 20, 1},   {1, 7, 3},    {13, 136, 1}, {130, 128, 2},
+                                             {65, 32, 1}, {64, 128, 2}, {200, 36, 4}}) {
+        const int64_t positions = c.positions, head_dim = c.head_dim, heads = c.heads;
         const int64_t stride = 3 * head_dim;
-        const auto q = RandomVector(head_dim, 1);
+        const auto q = RandomVector(static_cast<size_t>(heads * head_dim), 1);
         const auto kf = RandomVector(static_cast<size_t>(positions * stride), 2);
         const auto vf = RandomVector(static_cast<size_t>(positions * stride), 3);
         std::vector<uint16_t> kh(kf.size()), vh(vf.size());
@@ -292,10 +298,11 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
         }
         const void* kp = kv == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
         const void* vp = kv == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
-        std::vector<float> scores(positions), a(head_dim), e(head_dim);
-        k.attention(q.data(), kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), a.data());
-        ref.kernels->attention(q.data(), kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), e.data());
-        for (int64_t i = 0; i < head_dim; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+        std::vector<float> scores(static_cast<size_t>(heads * positions)), a(heads * head_dim), e(heads * head_dim);
+        k.attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), a.data());
+        ref.kernels->attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), e.data());
+        INFO("positions " << positions << ", head_dim " << head_dim << ", heads " << heads);
+        for (int64_t i = 0; i < heads * head_dim; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
       }
     }
   }
@@ -368,7 +375,7 @@ TEST_CASE("generic elementwise kernels compute what they document", "[kernels][g
   REQUIRE(i2[1] == Approx(std::sin(1.0f)));
   // Attention with one position returns that position's value row.
   std::vector<float> q = {1, 1}, kk = {0.5f, 0.5f}, vv = {7, 9}, scores(1), o(2);
-  k.attention(q.data(), kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data());
+  k.attention(q.data(), 1, kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data());
   REQUIRE(o[0] == 7.0f);
   REQUIRE(o[1] == 9.0f);
 }

@@ -48,11 +48,13 @@ struct KernelTable {
   void (*softmax)(float* x, int64_t n);
   // gate[i] = silu(gate[i]) * up[i].
   void (*silu_mul)(float* gate, const float* up, int64_t n);
-  // One query head over cached positions 0..n_positions-1:
-  // scores = q . k_t / score_divisor (sqrt(head_dim)); softmax; out = sum_t p_t v_t.
-  // k and v rows are `kv_stride` elements apart, stored as f32 or f16 (kv_dtype); scores has room
-  // for n_positions floats.
-  void (*attention)(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+  // The n_heads query heads that share one key/value head (grouped-query attention; 1 without
+  // grouping), over cached positions 0..n_positions-1. For each head h, with q_h = q + h * head_dim
+  // and out_h = out + h * head_dim: scores = q_h . k_t / score_divisor (sqrt(head_dim)); softmax;
+  // out_h = sum_t p_t v_t. Taking the group at once lets a kernel read each key and value row from
+  // memory once for all its heads. k and v rows are `kv_stride` elements apart, stored as f32 or
+  // f16 (kv_dtype); scores has room for n_heads * n_positions floats.
+  void (*attention)(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
   // Reads one row of an embedding matrix as f32 (any dtype and layout the backend accepts).
   void (*embedding_row)(const MatrixView& w, int64_t row, float* out);

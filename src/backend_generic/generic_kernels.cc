@@ -156,18 +156,23 @@ inline float LoadKv(const void* base, DType dtype, int64_t index) {
   return static_cast<const float*>(base)[index];
 }
 
-void attention__ref(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+void attention__ref(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
-  for (int64_t t = 0; t < n_positions; ++t) {
-    float dot = 0.0f;
-    for (int64_t i = 0; i < head_dim; ++i) dot += q[i] * LoadKv(k, kv_dtype, t * kv_stride + i);
-    scores[t] = dot / score_divisor;
-  }
-  softmax__ref(scores, n_positions);
-  for (int64_t i = 0; i < head_dim; ++i) out[i] = 0.0f;
-  for (int64_t t = 0; t < n_positions; ++t) {
-    const float p = scores[t];
-    for (int64_t i = 0; i < head_dim; ++i) out[i] += p * LoadKv(v, kv_dtype, t * kv_stride + i);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    const float* qh = q + h * head_dim;
+    float* oh = out + h * head_dim;
+    float* sh = scores + h * n_positions;
+    for (int64_t t = 0; t < n_positions; ++t) {
+      float dot = 0.0f;
+      for (int64_t i = 0; i < head_dim; ++i) dot += qh[i] * LoadKv(k, kv_dtype, t * kv_stride + i);
+      sh[t] = dot / score_divisor;
+    }
+    softmax__ref(sh, n_positions);
+    for (int64_t i = 0; i < head_dim; ++i) oh[i] = 0.0f;
+    for (int64_t t = 0; t < n_positions; ++t) {
+      const float p = sh[t];
+      for (int64_t i = 0; i < head_dim; ++i) oh[i] += p * LoadKv(v, kv_dtype, t * kv_stride + i);
+    }
   }
 }
 

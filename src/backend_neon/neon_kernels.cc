@@ -478,74 +478,97 @@ struct KvF16 {
   static constexpr int64_t kBytes = 2;
 };
 
-// Scores four positions at a time (four independent FMA chains sharing each load of q); the V sum
-// walks positions in order with eight accumulators (32 dimensions) per pass. A single chain, as
-// before, waits the full FMA latency at every step, which an in-order core (Cortex-A53) cannot hide.
+// Positions of V each head of a group sums while they sit in L1 (32 rows of 128 f32 = 16 KB: the
+// Cortex-A53's L1 may be as small as 8 KB, so this leans on its L2).
+constexpr int64_t kValueBlock = 32;
+
+// Scores four positions at a time (four independent FMA chains sharing each load of q), every head
+// of the group while the four key rows are in L1; the V sum takes positions in blocks that every
+// head uses before the next is read, with eight accumulators (32 dimensions) per pass; between
+// blocks the sums wait in `out`, so each output still adds its positions in order. A single chain
+// per head, as before, waits the full FMA latency at every step, which an in-order core
+// (Cortex-A53) cannot hide, and a pass per head read the group's keys and values once per head.
 template <typename Kv>
-void AttentionRows(const float* q, const uint8_t* k, const uint8_t* v, int64_t row_bytes, int64_t n_positions,
-                   int64_t head_dim, float score_divisor, float* scores, float* out) {
+void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint8_t* v, int64_t row_bytes,
+                   int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
   const int64_t vec_dim = head_dim / 4 * 4;
-  auto dot_tail = [&](const uint8_t* kt, float dot) {
-    for (int64_t i = vec_dim; i < head_dim; ++i) dot += q[i] * Kv::Load1(kt, i);
+  auto dot_tail = [&](const float* qh, const uint8_t* kt, float dot) {
+    for (int64_t i = vec_dim; i < head_dim; ++i) dot += qh[i] * Kv::Load1(kt, i);
     return dot;
   };
   int64_t t = 0;
   for (; t + 4 <= n_positions; t += 4) {
     const uint8_t* k0 = k + t * row_bytes;
     const uint8_t *k1 = k0 + row_bytes, *k2 = k1 + row_bytes, *k3 = k2 + row_bytes;
-    float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < vec_dim; i += 4) {
-      const float32x4_t qi = vld1q_f32(q + i);
-      a0 = vfmaq_f32(a0, qi, Kv::Load4(k0, i));
-      a1 = vfmaq_f32(a1, qi, Kv::Load4(k1, i));
-      a2 = vfmaq_f32(a2, qi, Kv::Load4(k2, i));
-      a3 = vfmaq_f32(a3, qi, Kv::Load4(k3, i));
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* qh = q + h * head_dim;
+      float* sh = scores + h * n_positions;
+      float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t i = 0; i < vec_dim; i += 4) {
+        const float32x4_t qi = vld1q_f32(qh + i);
+        a0 = vfmaq_f32(a0, qi, Kv::Load4(k0, i));
+        a1 = vfmaq_f32(a1, qi, Kv::Load4(k1, i));
+        a2 = vfmaq_f32(a2, qi, Kv::Load4(k2, i));
+        a3 = vfmaq_f32(a3, qi, Kv::Load4(k3, i));
+      }
+      sh[t] = dot_tail(qh, k0, vaddvq_f32(a0)) / score_divisor;
+      sh[t + 1] = dot_tail(qh, k1, vaddvq_f32(a1)) / score_divisor;
+      sh[t + 2] = dot_tail(qh, k2, vaddvq_f32(a2)) / score_divisor;
+      sh[t + 3] = dot_tail(qh, k3, vaddvq_f32(a3)) / score_divisor;
     }
-    scores[t] = dot_tail(k0, vaddvq_f32(a0)) / score_divisor;
-    scores[t + 1] = dot_tail(k1, vaddvq_f32(a1)) / score_divisor;
-    scores[t + 2] = dot_tail(k2, vaddvq_f32(a2)) / score_divisor;
-    scores[t + 3] = dot_tail(k3, vaddvq_f32(a3)) / score_divisor;
   }
   for (; t < n_positions; ++t) {
     const uint8_t* kt = k + t * row_bytes;
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t i = 0; i < vec_dim; i += 4) acc = vfmaq_f32(acc, vld1q_f32(q + i), Kv::Load4(kt, i));
-    scores[t] = dot_tail(kt, vaddvq_f32(acc)) / score_divisor;
-  }
-  softmax__neon(scores, n_positions);
-  int64_t i = 0;
-  for (; i + 32 <= vec_dim; i += 32) {
-    float32x4_t acc[8];
-    for (auto& a : acc) a = vdupq_n_f32(0.0f);
-    for (int64_t p = 0; p < n_positions; ++p) {
-      const uint8_t* vt = v + p * row_bytes;
-      const float s = scores[p];
-      for (int j = 0; j < 8; ++j) acc[j] = vfmaq_n_f32(acc[j], Kv::Load4(vt, i + 4 * j), s);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* qh = q + h * head_dim;
+      float32x4_t acc = vdupq_n_f32(0.0f);
+      for (int64_t i = 0; i < vec_dim; i += 4) acc = vfmaq_f32(acc, vld1q_f32(qh + i), Kv::Load4(kt, i));
+      scores[h * n_positions + t] = dot_tail(qh, kt, vaddvq_f32(acc)) / score_divisor;
     }
-    for (int j = 0; j < 8; ++j) vst1q_f32(out + i + 4 * j, acc[j]);
   }
-  for (; i < vec_dim; i += 4) {
-    float32x4_t acc = vdupq_n_f32(0.0f);
-    for (int64_t p = 0; p < n_positions; ++p) acc = vfmaq_n_f32(acc, Kv::Load4(v + p * row_bytes, i), scores[p]);
-    vst1q_f32(out + i, acc);
-  }
-  for (; i < head_dim; ++i) {
-    float acc = 0.0f;
-    for (int64_t p = 0; p < n_positions; ++p) acc += scores[p] * Kv::Load1(v + p * row_bytes, i);
-    out[i] = acc;
+  for (int64_t h = 0; h < n_heads; ++h) softmax__neon(scores + h * n_positions, n_positions);
+  for (int64_t p0 = 0; p0 < n_positions; p0 += kValueBlock) {
+    const int64_t p1 = n_positions - p0 < kValueBlock ? n_positions : p0 + kValueBlock;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* sh = scores + h * n_positions;
+      float* oh = out + h * head_dim;
+      int64_t i = 0;
+      for (; i + 32 <= vec_dim; i += 32) {
+        float32x4_t acc[8];
+        for (int j = 0; j < 8; ++j) acc[j] = p0 == 0 ? vdupq_n_f32(0.0f) : vld1q_f32(oh + i + 4 * j);
+        for (int64_t p = p0; p < p1; ++p) {
+          const uint8_t* vt = v + p * row_bytes;
+          const float s = sh[p];
+          for (int j = 0; j < 8; ++j) acc[j] = vfmaq_n_f32(acc[j], Kv::Load4(vt, i + 4 * j), s);
+        }
+        for (int j = 0; j < 8; ++j) vst1q_f32(oh + i + 4 * j, acc[j]);
+      }
+      for (; i < vec_dim; i += 4) {
+        float32x4_t acc = p0 == 0 ? vdupq_n_f32(0.0f) : vld1q_f32(oh + i);
+        for (int64_t p = p0; p < p1; ++p) acc = vfmaq_n_f32(acc, Kv::Load4(v + p * row_bytes, i), sh[p]);
+        vst1q_f32(oh + i, acc);
+      }
+      for (; i < head_dim; ++i) {
+        float acc = p0 == 0 ? 0.0f : oh[i];
+        for (int64_t p = p0; p < p1; ++p) acc += sh[p] * Kv::Load1(v + p * row_bytes, i);
+        oh[i] = acc;
+      }
+    }
   }
 }
 
 }  // namespace
 
-void attention__neon(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+void attention__neon(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                      int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
   const auto* kb = static_cast<const uint8_t*>(k);
   const auto* vb = static_cast<const uint8_t*>(v);
   if (kv_dtype == DType::kF16) {
-    AttentionRows<KvF16>(q, kb, vb, kv_stride * KvF16::kBytes, n_positions, head_dim, score_divisor, scores, out);
+    AttentionRows<KvF16>(q, n_heads, kb, vb, kv_stride * KvF16::kBytes, n_positions, head_dim, score_divisor, scores,
+                         out);
   } else {
-    AttentionRows<KvF32>(q, kb, vb, kv_stride * KvF32::kBytes, n_positions, head_dim, score_divisor, scores, out);
+    AttentionRows<KvF32>(q, n_heads, kb, vb, kv_stride * KvF32::kBytes, n_positions, head_dim, score_divisor, scores,
+                         out);
   }
 }
 

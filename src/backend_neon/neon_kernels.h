@@ -17,7 +17,7 @@ void rmsnorm__neon(const float* x, const float* weight, float* out, int64_t n, f
 void rope__neon(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style);
 void softmax__neon(float* x, int64_t n);
 void silu_mul__neon(float* gate, const float* up, int64_t n);
-void attention__neon(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+void attention__neon(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                      int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
 void embedding_row__neon(const MatrixView& w, int64_t row, float* out);
 // What both ARM backends' matmuls read natively: F32/F16/BF16 plain, Q8_0 plain and q8_0x8,

@@ -566,77 +566,99 @@ void SiluMul(float* gate, const float* up, int64_t n) {
 
 namespace {
 
-// Scores four positions at a time, so four independent FMA chains share each load of q; the
-// weighted sum of V walks positions in order with up to eight accumulators (64 dimensions) per
-// pass, reading each V row contiguously. Both keep the FMA latency hidden, which the single
-// accumulator chain before did not (it was ~3x slower at decode contexts).
+// Positions of V each head of a group sums while they sit in L1 (64 rows of 128 f32 = 32 KB).
+constexpr int64_t kValueBlock = 64;
+
+// Scores four positions at a time, so four independent FMA chains share each load of q, and every
+// head of the group scores them while the four key rows are in L1. The weighted sum of V takes
+// positions in blocks that every head uses before the next block is read, with up to eight
+// accumulators (64 dimensions) per pass over a block; between blocks the sums wait in `out`, so
+// each output still adds its positions in order, as the reference does. One chain per head, as
+// before, left the FMA latency exposed (~3x slower), and a pass per head read the group's keys
+// and values from memory once per head.
 template <typename Row>
-void AttentionRows(const float* q, const uint8_t* k, const uint8_t* v, int64_t row_bytes, int64_t n_positions,
-                   int64_t head_dim, float score_divisor, float* scores, float* out) {
+void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint8_t* v, int64_t row_bytes,
+                   int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
   const int64_t vec_dim = head_dim / 8 * 8;
-  auto dot_tail = [&](const uint8_t* kt, float dot) {
-    for (int64_t i = vec_dim; i < head_dim; ++i) dot += q[i] * Row::Load1(kt, i);
+  auto dot_tail = [&](const float* qh, const uint8_t* kt, float dot) {
+    for (int64_t i = vec_dim; i < head_dim; ++i) dot += qh[i] * Row::Load1(kt, i);
     return dot;
   };
   int64_t t = 0;
   for (; t + 4 <= n_positions; t += 4) {
     const uint8_t* k0 = k + t * row_bytes;
     const uint8_t *k1 = k0 + row_bytes, *k2 = k1 + row_bytes, *k3 = k2 + row_bytes;
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int64_t i = 0; i < vec_dim; i += 8) {
-      const __m256 qi = _mm256_loadu_ps(q + i);
-      a0 = _mm256_fmadd_ps(qi, Row::Load8(k0, i), a0);
-      a1 = _mm256_fmadd_ps(qi, Row::Load8(k1, i), a1);
-      a2 = _mm256_fmadd_ps(qi, Row::Load8(k2, i), a2);
-      a3 = _mm256_fmadd_ps(qi, Row::Load8(k3, i), a3);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* qh = q + h * head_dim;
+      float* sh = scores + h * n_positions;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      for (int64_t i = 0; i < vec_dim; i += 8) {
+        const __m256 qi = _mm256_loadu_ps(qh + i);
+        a0 = _mm256_fmadd_ps(qi, Row::Load8(k0, i), a0);
+        a1 = _mm256_fmadd_ps(qi, Row::Load8(k1, i), a1);
+        a2 = _mm256_fmadd_ps(qi, Row::Load8(k2, i), a2);
+        a3 = _mm256_fmadd_ps(qi, Row::Load8(k3, i), a3);
+      }
+      sh[t] = dot_tail(qh, k0, HorizontalSum(a0)) / score_divisor;
+      sh[t + 1] = dot_tail(qh, k1, HorizontalSum(a1)) / score_divisor;
+      sh[t + 2] = dot_tail(qh, k2, HorizontalSum(a2)) / score_divisor;
+      sh[t + 3] = dot_tail(qh, k3, HorizontalSum(a3)) / score_divisor;
     }
-    scores[t] = dot_tail(k0, HorizontalSum(a0)) / score_divisor;
-    scores[t + 1] = dot_tail(k1, HorizontalSum(a1)) / score_divisor;
-    scores[t + 2] = dot_tail(k2, HorizontalSum(a2)) / score_divisor;
-    scores[t + 3] = dot_tail(k3, HorizontalSum(a3)) / score_divisor;
   }
   for (; t < n_positions; ++t) {
     const uint8_t* kt = k + t * row_bytes;
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t i = 0; i < vec_dim; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), Row::Load8(kt, i), acc);
-    scores[t] = dot_tail(kt, HorizontalSum(acc)) / score_divisor;
-  }
-  Softmax(scores, n_positions);
-  int64_t i = 0;
-  for (; i + 64 <= vec_dim; i += 64) {
-    __m256 acc[8];
-    for (auto& a : acc) a = _mm256_setzero_ps();
-    for (int64_t p = 0; p < n_positions; ++p) {
-      const __m256 s = _mm256_set1_ps(scores[p]);
-      const uint8_t* vt = v + p * row_bytes;
-      for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(s, Row::Load8(vt, i + 8 * j), acc[j]);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* qh = q + h * head_dim;
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t i = 0; i < vec_dim; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), Row::Load8(kt, i), acc);
+      scores[h * n_positions + t] = dot_tail(qh, kt, HorizontalSum(acc)) / score_divisor;
     }
-    for (int j = 0; j < 8; ++j) _mm256_storeu_ps(out + i + 8 * j, acc[j]);
   }
-  for (; i < vec_dim; i += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t p = 0; p < n_positions; ++p) {
-      acc = _mm256_fmadd_ps(_mm256_set1_ps(scores[p]), Row::Load8(v + p * row_bytes, i), acc);
+  for (int64_t h = 0; h < n_heads; ++h) Softmax(scores + h * n_positions, n_positions);
+  for (int64_t p0 = 0; p0 < n_positions; p0 += kValueBlock) {
+    const int64_t p1 = std::min(n_positions, p0 + kValueBlock);
+    for (int64_t h = 0; h < n_heads; ++h) {
+      const float* sh = scores + h * n_positions;
+      float* oh = out + h * head_dim;
+      int64_t i = 0;
+      for (; i + 64 <= vec_dim; i += 64) {
+        __m256 acc[8];
+        for (int j = 0; j < 8; ++j) acc[j] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(oh + i + 8 * j);
+        for (int64_t p = p0; p < p1; ++p) {
+          const __m256 s = _mm256_set1_ps(sh[p]);
+          const uint8_t* vt = v + p * row_bytes;
+          for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(s, Row::Load8(vt, i + 8 * j), acc[j]);
+        }
+        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(oh + i + 8 * j, acc[j]);
+      }
+      for (; i < vec_dim; i += 8) {
+        __m256 acc = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(oh + i);
+        for (int64_t p = p0; p < p1; ++p) {
+          acc = _mm256_fmadd_ps(_mm256_set1_ps(sh[p]), Row::Load8(v + p * row_bytes, i), acc);
+        }
+        _mm256_storeu_ps(oh + i, acc);
+      }
+      for (; i < head_dim; ++i) {
+        float acc = p0 == 0 ? 0.0f : oh[i];
+        for (int64_t p = p0; p < p1; ++p) acc += sh[p] * Row::Load1(v + p * row_bytes, i);
+        oh[i] = acc;
+      }
     }
-    _mm256_storeu_ps(out + i, acc);
-  }
-  for (; i < head_dim; ++i) {
-    float acc = 0.0f;
-    for (int64_t p = 0; p < n_positions; ++p) acc += scores[p] * Row::Load1(v + p * row_bytes, i);
-    out[i] = acc;
   }
 }
 
 }  // namespace
 
-void Attention(const float* q, const void* k, const void* v, DType kv_dtype, int64_t kv_stride, int64_t n_positions,
-               int64_t head_dim, float score_divisor, float* scores, float* out) {
+void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+               int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
   const auto* kb = static_cast<const uint8_t*>(k);
   const auto* vb = static_cast<const uint8_t*>(v);
   if (kv_dtype == DType::kF16) {
-    AttentionRows<F16Row>(q, kb, vb, kv_stride * F16Row::kBytes, n_positions, head_dim, score_divisor, scores, out);
+    AttentionRows<F16Row>(q, n_heads, kb, vb, kv_stride * F16Row::kBytes, n_positions, head_dim, score_divisor, scores,
+                          out);
   } else {
-    AttentionRows<F32Row>(q, kb, vb, kv_stride * F32Row::kBytes, n_positions, head_dim, score_divisor, scores, out);
+    AttentionRows<F32Row>(q, n_heads, kb, vb, kv_stride * F32Row::kBytes, n_positions, head_dim, score_divisor, scores,
+                          out);
   }
 }
 

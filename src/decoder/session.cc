@@ -87,7 +87,7 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   gate_.resize(b * c.ffn_dim);
   up_.resize(b * c.ffn_dim);
   logits_.resize(static_cast<size_t>(c.vocab_size));
-  scores_.resize(static_cast<size_t>(n_threads) * context_length_);
+  scores_.resize(static_cast<size_t>(n_threads) * (c.n_heads / c.n_kv_heads) * context_length_);
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
   qx_.resize(b * (widest / kQuantBlockSize + 1));
   const size_t kv_bytes = static_cast<size_t>(c.n_layers) * context_length_ * kv_dim * DTypeBlockBytes(options.kv_dtype);
@@ -293,21 +293,25 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     }
     other_done();
 
-    // Attention: every (token, head) pair is independent; causal over positions 0..pos0+t.
+    // Attention: every (token, KV head) pair is independent; causal over positions 0..pos0+t. The
+    // `group` query heads that share a KV head go to the kernel together, so it reads each key and
+    // value row once for all of them.
     const auto attention_start = Clock::now();
-    const int64_t pairs = int64_t{n} * c.n_heads;
+    const int64_t pairs = int64_t{n} * c.n_kv_heads;
     auto attention_job = [&](int i, int parts) {
       const auto [begin, end] = SplitRange(pairs, i, parts, 1);
-      float* scores = scores_.data() + static_cast<size_t>(i) * context_length_;
+      float* scores = scores_.data() + static_cast<size_t>(i) * group * context_length_;
       for (int64_t p = begin; p < end; ++p) {
-        const int32_t t = static_cast<int32_t>(p / c.n_heads);
-        const int32_t h = static_cast<int32_t>(p % c.n_heads);
-        const size_t kv_offset = static_cast<size_t>(h / group) * context_length_ * hd * kv_elem;
-        k.attention(q_.data() + t * q_dim + h * hd, k_layer + kv_offset, v_layer + kv_offset, options_.kv_dtype, hd,
-                    pos0 + t + 1, hd, score_divisor, scores, attn_.data() + t * q_dim + h * hd);
+        const int32_t t = static_cast<int32_t>(p / c.n_kv_heads);
+        const int32_t g = static_cast<int32_t>(p % c.n_kv_heads);
+        const size_t kv_offset = static_cast<size_t>(g) * context_length_ * hd * kv_elem;
+        const int64_t first_head = int64_t{g} * group;
+        k.attention(q_.data() + t * q_dim + first_head * hd, group, k_layer + kv_offset, v_layer + kv_offset,
+                    options_.kv_dtype, hd, pos0 + t + 1, hd, score_divisor, scores,
+                    attn_.data() + t * q_dim + first_head * hd);
       }
     };
-    Spread(pairs * (pos0 + n) * hd * 2, attention_job);
+    Spread(int64_t{n} * c.n_heads * (pos0 + n) * hd * 2, attention_job);
     timings_.role_seconds[static_cast<size_t>(TimingRole::kAttention)] += Since(attention_start);
     if (auto s = CheckFinite(attn_.data(), n * q_dim, layer, "attention"); !s.ok()) return s;
 
