@@ -16,8 +16,10 @@ done
 # The test-only avx512_vnni_simde backend (an emulation) is left out: its timings mean nothing.
 echo "## kernels"
 "$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
-  --benchmark_filter='^(generic|avx2|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize)|^(avx2|avx512_vnni|neon|neon_dotprod)/gemv_.*151936|thread_pool'
+  --benchmark_filter='^(generic|avx2|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^(avx2|avx512_vnni|neon|neon_dotprod)/gemv_.*151936|thread_pool'
 for spec in q4_0-tiled q4_0-plain q8_0-tiled q8_0-plain; do
   echo "## kestrel-bench qwen3-1.7b $spec"
   "$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-$spec.vqf" -p 64 -n 32 -t 1,2 -r 3
 done
+echo "## kestrel-bench qwen3-1.7b q4_0-tiled, decode after 1024 positions"
+"$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-q4_0-tiled.vqf" -p 0 -d 1024 -n 32 -t 2 -r 2
