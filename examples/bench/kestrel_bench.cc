@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
   for (auto& t : depth_tokens) t = token(rng);
 
   std::vector<Result> results;
-  BandwidthProbe probe(size_t(probe_mib) << 20);
+  BandwidthProbe probe(gen > 0 ? size_t(probe_mib) << 20 : 0);  // only decode runs are set against it
   for (int threads : thread_counts) {
     SessionOptions options;
     options.n_threads = threads;

@@ -177,19 +177,22 @@ void Session::SiluMulRows(int32_t n, int64_t columns) {
   Spread(int64_t{n} * columns * 4, job);
 }
 
-
 void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
   const Activations& x = input_;
-  // Chunk boundaries fall on whole layout tiles and on 16 rows, the widest strip a kernel takes.
+  // Shares for the threads that will run (a product too small for the pool gets one share, walked
+  // in order); chunk boundaries fall on whole layout tiles and on 16 rows, the widest strip a
+  // kernel takes.
+  const int64_t work = w.rows * w.columns * int64_t{n};
+  const int parts = Parts(work);
   const int64_t align = std::lcm(int64_t{16}, LayoutTileRows(w.layout));
-  rows_.Reset(w.rows, pool_.size(), RowScheduler::ChunkRows(w.rows, pool_.size(), kChunksPerThread, align));
+  rows_.Reset(w.rows, parts, RowScheduler::ChunkRows(w.rows, parts, kChunksPerThread, align));
   auto job = [&](int i, int /*parts*/) {
     int64_t begin = 0, end = 0;
     while (rows_.Next(i, &begin, &end)) k.matmul(w, x, y, w.rows, begin, end);
   };
-  Spread(w.rows * w.columns * int64_t{n}, job);
+  Spread(work, job);
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);
 }
 

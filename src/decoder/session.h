@@ -74,13 +74,18 @@ class Session {
  private:
   Session(const Model& model, const SessionOptions& options, int n_threads);
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
-  // y[n][w.rows] = W x, split over threads by rows (in chunks, see RowScheduler); x must have been prepared by PrepareInput.
+  // y[n][w.rows] = W x, split over threads by rows in chunks (RowScheduler); x must have been
+  // prepared by PrepareInput.
   void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
-  // Runs job(i, parts) over the pool when its work (in multiply-adds) is worth waking the workers
-  // for (about 64K per thread), else job(0, 1) on this thread.
+  // How many threads a job of this many multiply-adds runs on: the whole pool when the work is worth
+  // waking the workers for (about 64K per thread), else 1.
+  int Parts(int64_t multiply_adds) const {
+    return pool_.size() > 1 && multiply_adds >= int64_t{65536} * pool_.size() ? pool_.size() : 1;
+  }
+  // Runs job(i, parts) over Parts(multiply_adds) threads.
   template <typename Job>
   void Spread(int64_t multiply_adds, Job& job) {
-    if (pool_.size() > 1 && multiply_adds >= int64_t{65536} * pool_.size()) {
+    if (Parts(multiply_adds) > 1) {
       pool_.Run(job);
     } else {
       job(0, 1);
