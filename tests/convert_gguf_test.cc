@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -506,6 +507,45 @@ TEST_CASE("GGUF models convert to VQF: f32 exactly, same quant type byte for byt
       }
       CHECK(lossless >= 8);
     }
+  }
+}
+
+TEST_CASE("GGUF models convert with each matrix's own dtype when no type is requested", "[convert][gguf]") {
+  // The default a user gets from `kestrel-convert model.gguf -o model.vqf`: nothing re-encoded.
+  for (const std::string arch : {"llama", "qwen3", "qwen2"}) {
+    INFO("arch " << arch);
+    const TinyModel tiny = MakeTinyModel(arch);
+    auto model = LoadGguf(WriteModel(tiny, "convert-source-" + arch + ".gguf"));
+    REQUIRE(model.ok());
+    const std::string path = TempPath("convert-source-" + arch + ".vqf");
+    ConvertOptions options;
+    options.layout = LayoutChoice::kPlain;
+    REQUIRE(!options.type.has_value());
+    ConvertSummary summary;
+    REQUIRE(ConvertModel(*model, path, options, &summary).ok());
+    CHECK(summary.deviations.empty());
+    auto file = VqfFile::Open(path);
+    REQUIRE(file.ok());
+    auto requested = (*file)->metadata().GetString("general.requested_type");
+    REQUIRE(requested.ok());
+    CHECK(*requested == "source");
+    std::set<DType> kinds;
+    for (const std::string& name : tiny.order) {
+      INFO("tensor " << name);
+      const Spec& s = tiny.specs.at(name);
+      const TensorInfo* t = (*file)->Find(name);
+      REQUIRE(t != nullptr);
+      CHECK(ReadVqfTensor(*t) == s.expected);
+      if (s.dims.size() == 1) {
+        CHECK(t->dtype == DType::kF32);
+        continue;
+      }
+      CHECK(t->dtype == KestrelType(s.ggml_type));
+      kinds.insert(t->dtype);
+      REQUIRE(t->bytes == s.bytes.size());
+      CHECK(std::memcmp(t->data, s.bytes.data(), s.bytes.size()) == 0);
+    }
+    CHECK(kinds.size() >= 3);  // the tiny models mix quantized, f16 and bf16 matrices
   }
 }
 

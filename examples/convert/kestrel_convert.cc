@@ -14,10 +14,14 @@
 namespace {
 
 const char kUsage[] =
-    "usage: kestrel-convert SRC -o OUT.vqf [--type f32|f16|q8_0|q4_0] [--layout auto|plain|tiled] [--tokenizer FILE]\n"
+    "usage: kestrel-convert SRC -o OUT.vqf [--type source|f32|f16|bf16|q8_0|q4_0] [--layout auto|plain|tiled]\n"
+    "                       [--tokenizer FILE]\n"
     "       kestrel-convert --synthetic qwen3-0.6b|qwen3-1.7b|llama-1b|tiny -o OUT.vqf [--type ...] [--seed N]\n"
     "  SRC: a llama2.c checkpoint (.bin, with --tokenizer tokenizer.bin), a GGUF file (.gguf),\n"
     "       or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)\n"
+    "  --type: source (default) keeps each matrix's dtype (a Q4_0 GGUF stays Q4_0, bytes unchanged;\n"
+    "       a llama2.c checkpoint or a synthetic model stays f32); otherwise every matrix is encoded so\n"
+    "       (1-D tensors stay f32; rows not a multiple of 32 fall back from q8_0/q4_0 to f16)\n"
     "  --layout: auto (default) stores Q4_0/Q8_0 matrices in interleaved tiles, the layout the fast\n"
     "       kernels read; plain keeps row order (as GGUF does); tiled also notes tensors left plain\n";
 
@@ -35,7 +39,7 @@ bool EndsWith(const std::string& s, const char* suffix) {
 
 int main(int argc, char** argv) {
   using namespace kestrel;
-  std::string source, output, tokenizer, synthetic, type_name = "f32", layout_name = "auto";
+  std::string source, output, tokenizer, synthetic, type_name = "source", layout_name = "auto";
   uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -66,7 +70,9 @@ int main(int argc, char** argv) {
   if (output.empty()) return Fail(std::string("no output file (-o OUT.vqf)\n") + kUsage);
   if (source.empty() == synthetic.empty()) return Fail(std::string("give either SRC or --synthetic PRESET\n") + kUsage);
   const auto type = DTypeFromName(type_name);
-  if (!type) return Fail("unknown --type '" + type_name + "' (f32, f16, bf16, q8_0, q4_0)");
+  if (!type && type_name != "source") {
+    return Fail("unknown --type '" + type_name + "' (source, f32, f16, bf16, q8_0, q4_0)");
+  }
   if (layout_name != "auto" && layout_name != "plain" && layout_name != "tiled") {
     return Fail("unknown --layout '" + layout_name + "' (auto, plain, tiled)");
   }
@@ -91,7 +97,7 @@ int main(int argc, char** argv) {
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
   convert::ConvertOptions options;
-  options.type = *type;
+  if (type_name != "source") options.type = *type;
   options.layout = layout_name == "tiled"   ? convert::LayoutChoice::kTiled
                    : layout_name == "plain" ? convert::LayoutChoice::kPlain
                                             : convert::LayoutChoice::kAuto;

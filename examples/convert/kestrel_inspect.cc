@@ -42,7 +42,8 @@ int main(int argc, char** argv) {
     if (t.dims.size() < 2) {
       choice = "1-D: f32";
     } else if (requested_type.ok()) {
-      const bool type_differs = *requested_type != DTypeName(t.dtype);
+      // "source": every matrix kept its source dtype (a quantized source always has whole blocks).
+      const bool type_differs = *requested_type != "source" && *requested_type != DTypeName(t.dtype);
       const bool layout_differs = requested_layout.ok() && *requested_layout == "tiled" && t.layout == Layout::kPlain &&
                                   IsBlockQuantized(t.dtype);
       if (type_differs) {

@@ -11,7 +11,7 @@ namespace kestrel::convert {
 
 TensorEncoding ChooseEncoding(const SourceTensor& tensor, const ConvertOptions& options) {
   if (tensor.dims.size() < 2) return {DType::kF32, Layout::kPlain, ""};
-  TensorEncoding e{options.type, Layout::kPlain, ""};
+  TensorEncoding e{options.type.value_or(tensor.source_dtype), Layout::kPlain, ""};
   if (IsBlockQuantized(e.dtype) && tensor.columns() % kQuantBlockSize != 0) {
     e.reason = absl::StrCat("row length ", tensor.columns(), " is not a multiple of ", kQuantBlockSize, ": ",
                             DTypeName(e.dtype), " -> f16");
@@ -44,7 +44,7 @@ absl::Status ConvertModel(const SourceModel& model, const std::string& output_pa
   metadata.Set("general.source", model.description);
   metadata.Set("general.converter", std::string("kestrel-convert"));
   // What was asked for, so kestrel-inspect can show where a tensor's encoding differs and why.
-  metadata.Set("general.requested_type", std::string(DTypeName(options.type)));
+  metadata.Set("general.requested_type", std::string(options.type ? DTypeName(*options.type) : "source"));
   metadata.Set("general.requested_layout", std::string(options.layout == LayoutChoice::kTiled   ? "tiled"
                                                        : options.layout == LayoutChoice::kPlain ? "plain"
                                                                                                 : "auto"));

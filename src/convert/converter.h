@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,9 @@ namespace kestrel::convert {
 enum class LayoutChoice { kAuto, kPlain, kTiled };
 
 struct ConvertOptions {
-  DType type = DType::kF32;  // requested dtype for matrices
+  // Requested dtype for matrices; unset keeps each matrix's source dtype (a Q4_0 GGUF stays Q4_0,
+  // byte for byte; a llama2.c checkpoint stays f32).
+  std::optional<DType> type;
   LayoutChoice layout = LayoutChoice::kAuto;
   // Called after each tensor with (tensors done, tensor count, bytes written so far).
   std::function<void(size_t, size_t, uint64_t)> progress;

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Kestrel against llama.cpp on the same GGUF files, on this machine, runs alternating.
+#
+#   bench/compare_llama_cpp.sh [BUILD_DIR (default build)] [WORK_DIR (default BUILD_DIR/llama-cpp-compare)]
+#
+# Makes Qwen3-1.7B-shaped GGUF files (random Q4_0 / Q8_0 weights, bench/make_synthetic_gguf.py),
+# converts each with kestrel-convert (the default keeps the source's dtype; auto layout tiles it),
+# then alternates kestrel-bench and llama.cpp (bench/llama_cpp_bench.mjs, through the node-llama-cpp
+# npm package's prebuilt libraries; installed into WORK_DIR on first use: npm and ~400 MB). Prints a
+# markdown table of both engines' tokens/s and their ratio. Environment: TYPES (default
+# "q4_0 q8_0"), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+work=${2:-$build/llama-cpp-compare}
+types=${TYPES:-q4_0 q8_0}
+threads=${THREADS:-1,2}
+rounds=${ROUNDS:-2}
+reps=${REPS:-3}
+node_llama_version=3.22.1
+
+for tool in node npm python3; do
+  command -v "$tool" >/dev/null || { echo "compare_llama_cpp.sh: needs $tool (apt-get install nodejs npm python3)" >&2; exit 1; }
+done
+for exe in kestrel-convert kestrel-bench; do
+  [ -x "$build/examples/$exe" ] || { echo "compare_llama_cpp.sh: $build/examples/$exe not built" >&2; exit 1; }
+done
+mkdir -p "$work/npm" "$work/results"
+if [ ! -d "$work/npm/node_modules/node-llama-cpp" ]; then
+  # --ignore-scripts: the prebuilt binaries are used as shipped; nothing is compiled.
+  npm install --prefix "$work/npm" --no-audit --no-fund --ignore-scripts "node-llama-cpp@$node_llama_version" >&2
+fi
+cp bench/llama_cpp_bench.mjs "$work/npm/"
+
+results=()
+for type in $types; do
+  gguf="$work/qwen3-1.7b-$type.gguf"
+  vqf="$work/qwen3-1.7b-$type.vqf"
+  [ -f "$gguf" ] || python3 bench/make_synthetic_gguf.py --type "$type" -o "$gguf" >&2
+  [ -f "$vqf" ] || "$build/examples/kestrel-convert" "$gguf" -o "$vqf" >&2
+  for round in $(seq "$rounds"); do
+    out="$work/results/$type-kestrel-$round.json"
+    echo "# $type round $round: kestrel" >&2
+    "$build/examples/kestrel-bench" -m "$vqf" -p 64 -n 32 -t "$threads" -r "$reps" -o json > "$out"
+    results+=("$type=$out")
+    out="$work/results/$type-llama.cpp-$round.json"
+    echo "# $type round $round: llama.cpp" >&2
+    (cd "$work/npm" && node llama_cpp_bench.mjs --model "$(realpath "../qwen3-1.7b-$type.gguf")" \
+        --p 64 --n 32 --t "$threads" --r "$reps") > "$out"
+    results+=("$type=$out")
+  done
+done
+python3 bench/compare_table.py "${results[@]}"

@@ -1,0 +1,48 @@
+#!/usr/bin/env python3
+"""Prints the markdown table of bench/compare_llama_cpp.sh from its JSON results.
+
+Arguments are TYPE=FILE.json, one per engine run (kestrel-bench -o json, or llama_cpp_bench.mjs).
+Each engine's figure is the mean over its runs of each run's mean tokens/s; "spread" is the
+largest difference between runs (both engines drift with the machine's bandwidth).
+"""
+import collections
+import json
+import sys
+
+
+def main():
+    runs = collections.defaultdict(list)  # (type, test, threads, engine) -> [t/s per run]
+    backends = {}
+    for arg in sys.argv[1:]:
+        qtype, path = arg.split("=", 1)
+        with open(path) as f:
+            rows = json.load(f)
+        if not rows:
+            sys.exit(f"{path}: no results")
+        for row in rows:
+            engine = "llama.cpp" if row["backend"] == "llama.cpp" else "kestrel"
+            if engine == "kestrel":
+                backends[qtype] = row["backend"]
+            runs[(qtype, row["test"], row["threads"], engine)].append(row["tokens_per_second"])
+
+    print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp |")
+    print("| --- | --- | ---: | ---: | ---: | ---: |")
+    keys = sorted({k[:3] for k in runs}, key=lambda k: (k[0], k[2], k[1]))
+    for qtype, test, threads in keys:
+        cells = []
+        means = {}
+        for engine in ("kestrel", "llama.cpp"):
+            values = runs.get((qtype, test, threads, engine), [])
+            if not values:
+                cells.append("-")
+                continue
+            means[engine] = sum(values) / len(values)
+            spread = max(values) - min(values)
+            cells.append(f"{means[engine]:.2f}" + (f" (spread {spread:.2f})" if len(values) > 1 else ""))
+        ratio = f"{means['kestrel'] / means['llama.cpp']:.2f}x" if len(means) == 2 else "-"
+        label = f"{qtype} ({backends.get(qtype, '?')})"
+        print(f"| {label} | {test} | {threads} | {cells[0]} | {cells[1]} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
