@@ -456,6 +456,84 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
   }
 }
 
+// Q8_0 products over a q8_0x8 tile, a few tokens at a time. The tile stores row i's 8-byte chunk
+// k at 16 + (k * 8 + i) * 8; two shuffles of its 64 bytes give register E (elements 8k..8k+3 of
+// each row) and O (8k+4..8k+7), one row per 32-bit lane in the order 0 1 4 5 2 3 6 7, so each
+// token's operand is again one broadcast load. Signed weights go through the sign trick
+// (|w| x sign(a, w); activations never hold -128) and, as pairs of products can reach 2 x 127 x 127,
+// every maddubs is widened by a madd before adding. Integer sums are exact and each row
+// accumulates its blocks in order, so results are bit-identical to the reference.
+constexpr int kQ8TokenTile = 4;
+
+template <int T>
+inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const* a, __m256* acc) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  const __m256i lane_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* group = group0 + b * 34 * 8;
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 128, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 192, _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 256, _MM_HINT_T0);
+    const __m256 w_scale = _mm256_permutevar8x32_ps(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), lane_order);
+    const uint8_t* q = group + 16;
+    __m256i s32[T];
+    for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256 rows03 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64));
+      const __m256 rows47 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64 + 32));
+      const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(rows03, rows47, 0x88));
+      const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(rows03, rows47, 0xdd));
+      const __m256i abs_even = _mm256_sign_epi8(even, even);
+      const __m256i abs_odd = _mm256_sign_epi8(odd, odd);
+      for (int t = 0; t < T; ++t) {
+        const int8_t* qa = a[t][b].qs + 8 * k;
+        const __m256i pe = _mm256_maddubs_epi16(abs_even, _mm256_sign_epi8(Broadcast32(qa), even));
+        const __m256i po = _mm256_maddubs_epi16(abs_odd, _mm256_sign_epi8(Broadcast32(qa + 4), odd));
+        s32[t] = _mm256_add_epi32(s32[t], _mm256_add_epi32(_mm256_madd_epi16(pe, ones16), _mm256_madd_epi16(po, ones16)));
+      }
+    }
+    for (int t = 0; t < T; ++t) {
+      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a[t][b].d)));
+      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
+    }
+  }
+}
+
+template <int T>
+inline void Q8TileStore(const MatrixView& w, const Activations& x, int64_t t0, int64_t r0, float* y, int64_t y_stride) {
+  const int64_t blocks = w.columns / 32;
+  const BlockQ8_0* a[T];
+  for (int t = 0; t < T; ++t) a[t] = x.q8_0 + (t0 + t) * blocks;
+  __m256 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
+  Q8Tile<T>(static_cast<const uint8_t*>(w.data) + (r0 / 8) * blocks * 34 * 8, blocks, a, acc);
+  // Lanes hold rows 0 1 4 5 2 3 6 7; the same permutation puts them back in order.
+  const __m256i lane_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * y_stride + r0, _mm256_permutevar8x32_ps(acc[t], lane_order));
+}
+
+template <int T>
+inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t t0, int64_t r0, float* y,
+                       int64_t y_stride) {
+  if constexpr (T > 0) {
+    if (n == T) return Q8TileStore<T>(w, x, t0, r0, y, y_stride);
+    Q8TileTail<T - 1>(n, w, x, t0, r0, y, y_stride);
+  }
+}
+
+// Rows [row_begin, row_end) in whole 8-row tiles (a q8_0x8 matrix has no other kind).
+void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
+                  int64_t row_end) {
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += 8) {
+    int64_t t = 0;
+    for (; t + kQ8TokenTile <= x.n_tokens; t += kQ8TokenTile) Q8TileStore<kQ8TokenTile>(w, x, t, r0, y, y_stride);
+    if (t < x.n_tokens) Q8TileTail<kQ8TokenTile - 1>(static_cast<int>(x.n_tokens - t), w, x, t, r0, y, y_stride);
+  }
+}
+
 }  // namespace
 
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
@@ -490,7 +568,7 @@ bool Accepts(DType dtype, Layout layout) {
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   switch (w.dtype) {
     case DType::kQ8_0:
-      if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<TiledQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
+      if (w.layout == Layout::kQ8_0x8) return MatmulQ8_0x8(w, x, y, y_stride, row_begin, row_end);
       return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
       if (w.layout == Layout::kQ4_0x4) {
