@@ -21,6 +21,7 @@ SHAPES = {
     # hidden, layers, heads, kv heads, head dim, ffn, vocab (tied embeddings)
     "qwen3-0.6b": (1024, 28, 16, 8, 128, 3072, 151936),
     "qwen3-1.7b": (2048, 28, 16, 8, 128, 6144, 151936),
+    "tiny": (64, 2, 4, 2, 32, 128, 151936),  # a few MB, for tests of this script
 }
 
 GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8

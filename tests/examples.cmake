@@ -93,6 +93,24 @@ if(TARGET kestrel-bench)
   set_tests_properties(kestrel_bench_error_context PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
 endif()
 
+# bench/make_synthetic_gguf.py (the GGUF files of bench/compare_llama_cpp.sh): a tiny Qwen3-shaped
+# file with the shared Qwen3 tokenizer converts with the default type, keeping its quantization, and
+# decodes with every value finite.
+if(TARGET kestrel-inspect)
+  set(runner_arg)
+  if(KESTREL_RUNNER)
+    set(runner_arg --runner ${KESTREL_RUNNER})
+  endif()
+  foreach(type q4_0 q8_0)
+    add_test(NAME bench_synthetic_gguf_${type}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_synthetic_gguf.py
+                     --tokenizer ${KESTREL_SHARED_DIR}/tokenizers/qwen3/tokenizer.json
+                     --workdir ${KESTREL_TEST_MODELS} --type ${type} ${runner_arg} --
+                     $<TARGET_FILE:kestrel-convert> $<TARGET_FILE:kestrel-inspect> $<TARGET_FILE:kestrel-run>)
+    set_tests_properties(bench_synthetic_gguf_${type} PROPERTIES SKIP_RETURN_CODE 77)
+  endforeach()
+endif()
+
 # The C example.
 if(TARGET kestrel-simple)
   add_test(NAME example_c_simple_expected
