@@ -45,8 +45,8 @@ for type in $types; do
     results+=("$type=$out")
     out="$work/results/$type-llama.cpp-$round.json"
     echo "# $type round $round: llama.cpp" >&2
-    (cd "$work/npm" && node llama_cpp_bench.mjs --model "$(realpath "../qwen3-1.7b-$type.gguf")" \
-        --p 64 --n 32 --t "$threads" --r "$reps") > "$out"
+    gguf_path=$(realpath "$gguf")
+    (cd "$work/npm" && node llama_cpp_bench.mjs --model "$gguf_path" --p 64 --n 32 --t "$threads" --r "$reps") > "$out"
     results+=("$type=$out")
   done
 done

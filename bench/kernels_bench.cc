@@ -157,6 +157,8 @@ void RegisterAll() {
                                    6144, 2048, 1)->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64").c_str(), BenchMatmul, b, c.dtype,
                                    c.layout, 2048, 2048, 64)->Unit(benchmark::kMillisecond);
+      benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/6144x2048x64").c_str(), BenchMatmul, b, c.dtype,
+                                   c.layout, 6144, 2048, 64)->Unit(benchmark::kMillisecond);
       if (IsBlockQuantized(c.dtype)) {
         // The output projection (vocabulary 151936): 175-330 MB, far beyond the caches, so this one
         // measures how well the kernel streams weights from memory, as decode does.
