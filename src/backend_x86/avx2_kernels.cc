@@ -83,35 +83,6 @@ struct PlainQ4_0 {
   }
 };
 
-// q8_0x8: one tile is exactly the 8-row group; row i's 8-byte chunk k is at 16 + (k * 8 + i) * 8.
-// The 32 bytes at 16 + k * 64 hold chunk k of rows 0-3 (and the next 32 of rows 4-7), so a 4x4
-// transpose of 64-bit elements gives each row's 32 quants.
-struct TiledQ8_0x8 {
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n, int64_t b, __m256i* w, uint16_t* d) {
-    (void)n;  // tiled rows always fill the tile
-    const uint8_t* group = data + ((r0 / 8) * blocks + b) * 34 * 8;
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 128, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 192, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 256, _MM_HINT_T0);
-    std::memcpy(d, group, 16);
-    const uint8_t* q = group + 16;
-    for (int half = 0; half < 2; ++half) {
-      __m256i c[4];
-      for (int k = 0; k < 4; ++k) c[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q + k * 64 + half * 32));
-      const __m256i t0 = _mm256_unpacklo_epi64(c[0], c[1]);
-      const __m256i t1 = _mm256_unpackhi_epi64(c[0], c[1]);
-      const __m256i t2 = _mm256_unpacklo_epi64(c[2], c[3]);
-      const __m256i t3 = _mm256_unpackhi_epi64(c[2], c[3]);
-      w[half * 4 + 0] = _mm256_permute2x128_si256(t0, t2, 0x20);
-      w[half * 4 + 1] = _mm256_permute2x128_si256(t1, t3, 0x20);
-      w[half * 4 + 2] = _mm256_permute2x128_si256(t0, t2, 0x31);
-      w[half * 4 + 3] = _mm256_permute2x128_si256(t1, t3, 0x31);
-    }
-  }
-};
-
 // q4_0x4: an 8-row group is two tiles; row i's 4-byte chunk k is at 8 + (k * 4 + i) * 4. The 16
 // bytes at 8 + k * 16 hold chunk k of the tile's 4 rows: a 4x4 transpose of 32-bit elements.
 struct TiledQ4_0x4 {
