@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "convert/converter.h"
@@ -69,9 +70,10 @@ int main(int argc, char** argv) {
   }
   if (output.empty()) return Fail(std::string("no output file (-o OUT.vqf)\n") + kUsage);
   if (source.empty() == synthetic.empty()) return Fail(std::string("give either SRC or --synthetic PRESET\n") + kUsage);
-  const auto type = DTypeFromName(type_name);
-  if (!type && type_name != "source") {
-    return Fail("unknown --type '" + type_name + "' (source, f32, f16, bf16, q8_0, q4_0)");
+  std::optional<DType> type;  // unset: "source", each matrix keeps its dtype
+  if (type_name != "source") {
+    type = DTypeFromName(type_name);
+    if (!type) return Fail("unknown --type '" + type_name + "' (source, f32, f16, bf16, q8_0, q4_0)");
   }
   if (layout_name != "auto" && layout_name != "plain" && layout_name != "tiled") {
     return Fail("unknown --layout '" + layout_name + "' (auto, plain, tiled)");
@@ -97,7 +99,7 @@ int main(int argc, char** argv) {
   if (!model.ok()) return Fail(std::string(model.status().message()));
 
   convert::ConvertOptions options;
-  if (type_name != "source") options.type = *type;
+  options.type = type;
   options.layout = layout_name == "tiled"   ? convert::LayoutChoice::kTiled
                    : layout_name == "plain" ? convert::LayoutChoice::kPlain
                                             : convert::LayoutChoice::kAuto;

@@ -436,10 +436,13 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
 // accumulates its blocks in order, so results are bit-identical to the reference.
 constexpr int kQ8TokenTile = 4;
 
+// The rows' lane order in those registers; it is its own inverse, so it also puts them back.
+inline __m256i Q8RowOrder() { return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); }
+
 template <int T>
 inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const* a, __m256* acc) {
   const __m256i ones16 = _mm256_set1_epi16(1);
-  const __m256i lane_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* group = group0 + b * 34 * 8;
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes, _MM_HINT_T0);
@@ -448,7 +451,7 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 192, _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 256, _MM_HINT_T0);
     const __m256 w_scale = _mm256_permutevar8x32_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), lane_order);
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), row_order);
     const uint8_t* q = group + 16;
     __m256i s32[T];
     for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
@@ -481,9 +484,7 @@ inline void Q8TileStore(const MatrixView& w, const Activations& x, int64_t t0, i
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
   Q8Tile<T>(static_cast<const uint8_t*>(w.data) + (r0 / 8) * blocks * 34 * 8, blocks, a, acc);
-  // Lanes hold rows 0 1 4 5 2 3 6 7; the same permutation puts them back in order.
-  const __m256i lane_order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * y_stride + r0, _mm256_permutevar8x32_ps(acc[t], lane_order));
+  for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * y_stride + r0, _mm256_permutevar8x32_ps(acc[t], Q8RowOrder()));
 }
 
 template <int T>
