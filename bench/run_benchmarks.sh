@@ -17,6 +17,10 @@ done
 echo "## kernels"
 "$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
   --benchmark_filter='^(generic|avx2|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^(avx2|avx512_vnni|neon|neon_dotprod)/gemv_.*151936|thread_pool'
+if [ -x "$build/bench/kestrel-x86-issue-rates" ]; then
+  echo "## x86 issue rates (the AVX2 Q4_0 kernel's ceiling)"
+  "$build/bench/kestrel-x86-issue-rates"
+fi
 for spec in q4_0-tiled q4_0-plain q8_0-tiled q8_0-plain; do
   echo "## kestrel-bench qwen3-1.7b $spec"
   "$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-$spec.vqf" -p 64 -n 32 -t 1,2 -r 3
