@@ -20,9 +20,11 @@
 #include <simde/x86/avx512.h>
 #else
 // GCC 12's _mm512_undefined_ps() (inside _mm512_cvtph_ps and _mm512_cvtepi32_ps) trips
-// -Wmaybe-uninitialized (GCC bug 105593, fixed in 12.3); the warning is located in the header.
+// -Wmaybe-uninitialized, and at -O1 (the sanitized build) -Wuninitialized (GCC bug 105593, fixed
+// in 12.3); the warning is located in the header.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #endif
