@@ -27,12 +27,13 @@ label[92]="generic C++, Q4_0 plain";    rows[92]=1
 label[1]="neon, Q8_0 plain";            rows[1]=4
 label[4]="neon, Q8_0 q8_0x8";           rows[4]=8
 label[2]="neon, Q4_0 plain";            rows[2]=4
-label[3]="neon, Q4_0 q4_0x4";           rows[3]=4
+label[5]="neon, Q4_0 q4_0x4, lanes (1-3 tokens)";    rows[5]=4
+label[3]="neon, Q4_0 q4_0x4, rows (4+ tokens)";      rows[3]=4
 label[11]="neon_dotprod, Q8_0 plain";   rows[11]=4
 label[14]="neon_dotprod, Q8_0 q8_0x8";  rows[14]=8
 label[12]="neon_dotprod, Q4_0 plain";   rows[12]=4
 label[13]="neon_dotprod, Q4_0 q4_0x4";  rows[13]=4
-order=(91 1 4 11 14 92 2 3 12 13)
+order=(91 1 4 11 14 92 2 5 3 12 13)
 
 # Compiles one unit for one CPU and prints "region cycles_per_iteration" for each marked loop.
 measure() {

@@ -91,9 +91,13 @@ struct MatmulQ4_0Plain {
 };
 
 // Q4_0 weights in q4_0x4 tiles: per block column, 4 scales then 16-byte vectors k = 0..3 holding
-// bytes 4k..4k+3 of rows 0..3. Low nibbles pair with a[4k..4k+3], high nibbles with a[16+4k..].
-struct MatmulQ4_0x4 {
-  static constexpr int kMcaId = 3;
+// bytes 4k..4k+3 of rows 0..3. Two kernels read them (llvm-mca estimates in bench/arm-mca.md):
+//
+// MatmulQ4_0x4Lanes, for decode (1-3 tokens): low nibbles of vector k meet activation bytes
+// 4k..4k+3 repeated in every 32-bit lane (one 4-byte load each), high nibbles bytes 16+4k..; no
+// rearranging of the weights, which a single token could not repay.
+struct MatmulQ4_0x4Lanes {
+  static constexpr int kMcaId = 5;
   static constexpr int kRows = 4;
   static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
   using Source = TileStart;
@@ -106,29 +110,58 @@ struct MatmulQ4_0x4 {
     d_w[0] = LoadFp16x4(group);
     for (int k = 0; k < 4; ++k) UnpackQ4(vld1q_u8(group + 8 + 16 * k), &w->lo[k], &w->hi[k]);
   }
-  // a[4k..4k+3] repeated in all four 32-bit lanes, so lane r meets row r's chunk k.
-  template <int k>
-  static int8x16_t Repeat4(int8x16_t a) {
-    return vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(a), k));
+  // Activation bytes p[0..3] in all four 32-bit lanes. Loaded this way rather than as two full
+  // vectors with lanes duplicated afterwards: llvm-mca's Cortex-A53 estimate for 4 tokens fell
+  // from about 25 to 15 cycles per 32 weights (the duplicates waited on the vector loads).
+  static int8x16_t Load4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return vreinterpretq_s8_s32(vdupq_n_s32(v));
   }
   template <int k>
-  static void Step(const Weights& w, int8x16_t a0, int8x16_t a1, int16x8_t* rows01, int16x8_t* rows23) {
-    const int8x16_t lo_a = Repeat4<k>(a0), hi_a = Repeat4<k>(a1);
+  static void Step(const Weights& w, const int8_t* a, int16x8_t* rows01, int16x8_t* rows23) {
+    const int8x16_t lo_a = Load4(a + 4 * k), hi_a = Load4(a + 16 + 4 * k);
     *rows01 = vmlal_s8(*rows01, vget_low_s8(w.lo[k]), vget_low_s8(lo_a));
     *rows01 = vmlal_s8(*rows01, vget_low_s8(w.hi[k]), vget_low_s8(hi_a));
     *rows23 = vmlal_high_s8(*rows23, w.lo[k], lo_a);
     *rows23 = vmlal_high_s8(*rows23, w.hi[k], hi_a);
   }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
-    const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     // Lanes 0-3 of rows01 are row 0, 4-7 row 1; each lane sums 8 products (<= 8192).
     int16x8_t rows01 = vdupq_n_s16(0), rows23 = vdupq_n_s16(0);
-    Step<0>(w, a0, a1, &rows01, &rows23);
-    Step<1>(w, a0, a1, &rows01, &rows23);
-    Step<2>(w, a0, a1, &rows01, &rows23);
-    Step<3>(w, a0, a1, &rows01, &rows23);
+    Step<0>(w, a, &rows01, &rows23);
+    Step<1>(w, a, &rows01, &rows23);
+    Step<2>(w, a, &rows01, &rows23);
+    Step<3>(w, a, &rows01, &rows23);
     sums[0] = vpaddlq_s16(vpaddq_s16(rows01, rows23));
   }
+};
+
+// MatmulQ4_0x4Rows, for prefill (4 tokens and more): a 4x4 transpose of 32-bit chunks gives each
+// row's 16 quant bytes back, once per block for every token, and the plain kernel's products
+// follow (Cortex-A53 estimate for 4 tokens: about 11 cycles per 32 weights, against 15 above; for
+// one token the transpose costs more than it saves).
+struct MatmulQ4_0x4Rows {
+  static constexpr int kMcaId = 3;
+  static constexpr int kRows = 4;
+  static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
+  using Source = TileStart;
+  using Weights = MatmulQ4_0Plain::Weights;
+  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<4, BlockQ4_0>(w, row); }
+  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
+    const uint8_t* group = s.tile + b * kGroupBytes;
+    d_w[0] = LoadFp16x4(group);
+    int32x4_t c[4];
+    for (int k = 0; k < 4; ++k) c[k] = vreinterpretq_s32_u8(vld1q_u8(group + 8 + 16 * k));
+    // t0: rows 0 and 2, chunks 0-1; t1: rows 1 and 3, chunks 0-1; t2, t3: the same for chunks 2-3.
+    const int64x2_t t0 = vreinterpretq_s64_s32(vtrn1q_s32(c[0], c[1]));
+    const int64x2_t t1 = vreinterpretq_s64_s32(vtrn2q_s32(c[0], c[1]));
+    const int64x2_t t2 = vreinterpretq_s64_s32(vtrn1q_s32(c[2], c[3]));
+    const int64x2_t t3 = vreinterpretq_s64_s32(vtrn2q_s32(c[2], c[3]));
+    const int64x2_t rows[4] = {vtrn1q_s64(t0, t2), vtrn1q_s64(t1, t3), vtrn2q_s64(t0, t2), vtrn2q_s64(t1, t3)};
+    for (int i = 0; i < 4; ++i) UnpackQ4(vreinterpretq_u8_s64(rows[i]), &w->lo[i], &w->hi[i]);
+  }
+  static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) { MatmulQ4_0Plain::Dot(w, a, sums); }
 };
 
 // Q8_0 weights in q8_0x8 tiles: per block column, 8 scales then for chunk k = 0..3 four 16-byte
@@ -256,7 +289,10 @@ void matmul__neon(const MatrixView& w, const Activations& x, float* y, int64_t y
       if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<MatmulQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
       return MatmulQuantized<MatmulQ8_0Plain>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
-      if (w.layout == Layout::kQ4_0x4) return MatmulQuantized<MatmulQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
+      if (w.layout == Layout::kQ4_0x4) {
+        if (x.n_tokens >= 4) return MatmulQuantized<MatmulQ4_0x4Rows>(w, x, y, y_stride, row_begin, row_end);
+        return MatmulQuantized<MatmulQ4_0x4Lanes>(w, x, y, y_stride, row_begin, row_end);
+      }
       return MatmulQuantized<MatmulQ4_0Plain>(w, x, y, y_stride, row_begin, row_end);
     default: return matmul_float__neon(w, x, y, y_stride, row_begin, row_end);
   }

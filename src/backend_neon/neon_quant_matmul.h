@@ -27,14 +27,7 @@
 #include <cstring>
 
 #include "backend/kernels.h"
-
-// scripts/llvm-mca-table.sh compiles these units with -DKESTREL_LLVM_MCA to mark the block loop
-// "k<kMcaId>t<tokens>" for llvm-mca; in the library the markers do not exist.
-#if defined(KESTREL_LLVM_MCA)
-#define KESTREL_MCA_MARK(what, id, tokens) __asm__ volatile("// LLVM-MCA-" what " k%c0t%c1" ::"i"(id), "i"(tokens))
-#else
-#define KESTREL_MCA_MARK(what, id, tokens) static_cast<void>(0)
-#endif
+#include "backend/mca_mark.h"
 
 namespace kestrel {
 namespace {

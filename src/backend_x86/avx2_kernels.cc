@@ -13,6 +13,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "backend/mca_mark.h"
+
 namespace kestrel::avx2 {
 namespace {
 
@@ -284,6 +286,7 @@ struct Q4Chunks {
 // The tiled layout is read as it lies; the second tile's address may repeat the first's (a
 // 4-row remainder), whose lanes are then never stored.
 struct Q4Tiles {
+  static constexpr int kMcaId = 21;  // scripts/llvm-mca-x86.sh
   static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
     const uint8_t* ga = data + ((row_a / 4) * blocks + b) * 72;
     const uint8_t* gb = data + ((row_b / 4) * blocks + b) * 72;
@@ -300,6 +303,7 @@ struct Q4Tiles {
 
 // Plain rows are brought into the same arrangement with a 4x4 transpose of 32-bit chunks.
 struct Q4Rows {
+  static constexpr int kMcaId = 23;
   static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
     uint16_t d[4];
@@ -340,6 +344,7 @@ inline void Q4Tile(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t r
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < blocks; ++b) {
+    KESTREL_MCA_MARK("BEGIN", Tiles::kMcaId, T);
     Q4Chunks w;
     Tiles::Load(data, blocks, row_a, row_b, b, &w);
     __m256i lo[4], hi[4];
@@ -360,6 +365,7 @@ inline void Q4Tile(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t r
       const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(a_scale[t][b]));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
     }
+    KESTREL_MCA_MARK("END", Tiles::kMcaId, T);
   }
 }
 
@@ -444,6 +450,7 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
+    KESTREL_MCA_MARK("BEGIN", 22, T);
     const uint8_t* group = group0 + b * 34 * 8;
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes, _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64, _MM_HINT_T0);
@@ -473,6 +480,7 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
       const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a[t][b].d)));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
     }
+    KESTREL_MCA_MARK("END", 22, T);
   }
 }
 

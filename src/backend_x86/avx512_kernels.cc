@@ -31,6 +31,7 @@
 
 #include <cstring>
 
+#include "backend/mca_mark.h"
 #include "backend_x86/avx2_kernels.h"
 
 #if !defined(KESTREL_AVX512_NAMESPACE)
@@ -142,6 +143,7 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 // q4_0x4: tile t of the group holds chunk k of its 4 rows in 128-bit lane k (docs/vqf.md), so a
 // 4x4 transpose of 128-bit lanes across the group's 4 tiles gives chunk k of all 16 rows.
 struct TiledQ4_0x4 {
+  static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
   static constexpr int32_t kZeroPoint = 8;
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     __m512i tile[4];
@@ -185,6 +187,7 @@ constexpr LaneIndex kQ4Step2[2] = {
 };
 
 struct PlainQ4_0 {
+  static constexpr int kMcaId = 33;
   static constexpr int32_t kZeroPoint = 8;
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
@@ -224,6 +227,7 @@ constexpr LaneIndex kQ8TiledPick[2] = {
 };
 
 struct TiledQ8_0x8 {
+  static constexpr int kMcaId = 32;
   static constexpr int32_t kZeroPoint = 128;
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     __m512i part[2][4];
@@ -265,6 +269,7 @@ constexpr LaneIndex kQ8Step3[2] = {
 };
 
 struct PlainQ8_0 {
+  static constexpr int kMcaId = 34;
   static constexpr int32_t kZeroPoint = 128;
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
@@ -332,6 +337,7 @@ void RowGroup(const uint8_t* data, int64_t blocks, const BlockQ8_0* a, const Act
   __m512 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = b0 == 0 ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + r0, n_rows);
   for (int64_t b = b0; b < b1; ++b) {
+    KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, kTokens);
     WeightBlock w;
     Weights::Load(data, blocks, r0, n_rows, b, &w);
     for (int t = 0; t < kTokens; ++t) {
@@ -347,6 +353,7 @@ void RowGroup(const uint8_t* data, int64_t blocks, const BlockQ8_0* a, const Act
       const __m512 scale = _mm512_mul_ps(w.scale, _mm512_set1_ps(sums.scale[t][b - b0]));
       acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(sum, scale));
     }
+    KESTREL_MCA_MARK("END", Weights::kMcaId, kTokens);
   }
   for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride + r0, acc[t], n_rows);
 }
