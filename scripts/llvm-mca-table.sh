@@ -85,7 +85,10 @@ ratio() {  # generic decode cycles / this kernel's decode cycles, same CPU and d
   echo "These are static estimates from LLVM's scheduling models: they ignore cache misses and memory"
   echo "bandwidth (which bound decode on real phones), and the generic loop's out-of-line Fp16ToFp32"
   echo "calls count as a branch only, so the generic figures are lower bounds. n/a: the CPU lacks"
-  echo "dotprod (Cortex-A53), so neon_dotprod never runs there."
+  echo "dotprod (Cortex-A53), so neon_dotprod never runs there. LLVM has no Cortex-A76 model of its"
+  echo "own: for -mcpu=cortex-a76 it schedules with its Cortex-A57 model (the resource names llvm-mca"
+  echo "prints), so that column estimates an out-of-order ARMv8.0 core such as the A57 or A72 running"
+  echo "the A76's instructions (SDOT at whatever cost that model gives it)."
   echo
   printf "| loop |"
   for cpu in "${cpus[@]}"; do printf " %s decode | %s prefill | vs generic |" "$cpu" "$cpu"; done
