@@ -1,6 +1,6 @@
 // AVX2 + FMA + F16C kernels. This is the only file compiled with -mavx2 -mfma -mf16c; it includes
-// nothing but the kernel types and intrinsics, and keeps every helper in an anonymous namespace,
-// so no AVX2 code can leak into shared inline functions.
+// nothing but the kernel types, intrinsics and a macro (llvm-mca markers), and keeps every helper
+// in an anonymous namespace, so no AVX2 code can leak into shared inline functions.
 //
 // Quantized products vectorize across 8 weight rows: each lane owns one row and accumulates its
 // blocks in ascending order with a separate multiply and add, exactly as the generic reference
