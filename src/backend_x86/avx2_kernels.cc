@@ -57,6 +57,10 @@ inline __m256i UnpackQ4(__m128i bytes) {
 // past n read as zero.
 struct PlainQ8_0 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n, int64_t b, __m256i* w, uint16_t* d) {
+    // The 8 rows are one contiguous stretch of 272 bytes per block: this block's share of the
+    // group 16 rows ahead is fetched now (see Q4Rows).
+    const char* ahead = reinterpret_cast<const char*>(data + (r0 + 16) * blocks * 34 + b * 272);
+    for (int line = 0; line < 5; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
     for (int i = 0; i < kRowGroup; ++i) {
       if (i < n) {
         const uint8_t* block = data + ((r0 + i) * blocks + b) * 34;
@@ -307,6 +311,12 @@ struct Q4Rows {
   static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
     uint16_t d[4];
+    // Rows are row-major, so a 4-row tile is one contiguous stretch of 72 bytes per block: this
+    // block's share of the tile 16 rows ahead is fetched now, which turns decode's walk over many
+    // rows into one sequential stream (the hardware prefetcher does not follow 4 interleaved rows).
+    const char* ahead = reinterpret_cast<const char*>(data + (row + 16) * blocks * 18 + b * 72);
+    _mm_prefetch(ahead, _MM_HINT_T0);
+    _mm_prefetch(ahead + 64, _MM_HINT_T0);
     for (int i = 0; i < 4; ++i) {
       const uint8_t* block = data + ((row + i) * blocks + b) * 18;
       std::memcpy(&d[i], block, 2);
