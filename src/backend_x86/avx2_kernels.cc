@@ -25,6 +25,8 @@ constexpr int kTokenTile = 8;   // tokens sharing each loaded weight block in pr
 // (Q4_0: 4, 8, 16, 32 KB gave about 14.5, 15.5, 17, 17.5 t/s here; Q8_0: 2 -> 8 KB about +8%).
 constexpr int kQ8PrefetchBytes = 8192;
 constexpr int kQ4PrefetchBytes = 32768;
+// Plain rows: the loaders prefetch the rows this far below the ones they read (see PlainQ8_0).
+constexpr int64_t kPlainPrefetchRows = 16;
 
 inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -57,10 +59,13 @@ inline __m256i UnpackQ4(__m128i bytes) {
 // past n read as zero.
 struct PlainQ8_0 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n, int64_t b, __m256i* w, uint16_t* d) {
-    // The 8 rows are one contiguous stretch of 272 bytes per block: this block's share of the
-    // group 16 rows ahead is fetched now (see Q4Rows).
-    const char* ahead = reinterpret_cast<const char*>(data + (r0 + 16) * blocks * 34 + b * 272);
-    for (int line = 0; line < 5; ++line) _mm_prefetch(ahead + 64 * line, _MM_HINT_T0);
+    // Rows are row-major, so the 8 rows are one contiguous stretch, 8 blocks of it per block
+    // column: this column's share of the rows kPlainPrefetchRows ahead is fetched now, which turns
+    // decode's walk over many rows into one sequential stream (the hardware prefetcher does not
+    // follow 8 interleaved rows).
+    constexpr int64_t kShare = kRowGroup * 34;
+    const char* ahead = reinterpret_cast<const char*>(data + (r0 + kPlainPrefetchRows) * blocks * 34 + b * kShare);
+    for (int64_t at = 0; at < kShare; at += 64) _mm_prefetch(ahead + at, _MM_HINT_T0);
     for (int i = 0; i < kRowGroup; ++i) {
       if (i < n) {
         const uint8_t* block = data + ((r0 + i) * blocks + b) * 34;
@@ -311,12 +316,10 @@ struct Q4Rows {
   static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
     uint16_t d[4];
-    // Rows are row-major, so a 4-row tile is one contiguous stretch of 72 bytes per block: this
-    // block's share of the tile 16 rows ahead is fetched now, which turns decode's walk over many
-    // rows into one sequential stream (the hardware prefetcher does not follow 4 interleaved rows).
-    const char* ahead = reinterpret_cast<const char*>(data + (row + 16) * blocks * 18 + b * 72);
-    _mm_prefetch(ahead, _MM_HINT_T0);
-    _mm_prefetch(ahead + 64, _MM_HINT_T0);
+    // This block column's share of the 4 rows kPlainPrefetchRows ahead (see PlainQ8_0).
+    constexpr int64_t kShare = 4 * 18;
+    const char* ahead = reinterpret_cast<const char*>(data + (row + kPlainPrefetchRows) * blocks * 18 + b * kShare);
+    for (int64_t at = 0; at < kShare; at += 64) _mm_prefetch(ahead + at, _MM_HINT_T0);
     for (int i = 0; i < 4; ++i) {
       const uint8_t* block = data + ((row + i) * blocks + b) * 18;
       std::memcpy(&d[i], block, 2);
@@ -451,6 +454,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
 // every maddubs is widened by a madd before adding. Integer sums are exact and each row
 // accumulates its blocks in order, so results are bit-identical to the reference.
 constexpr int kQ8TokenTile = 4;
+constexpr int kQ8McaId = 22;  // scripts/llvm-mca-x86.sh
 
 // The rows' lane order in those registers; it is its own inverse, so it also puts them back.
 inline __m256i Q8RowOrder() { return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); }
@@ -460,7 +464,7 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
   const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
-    KESTREL_MCA_MARK("BEGIN", 22, T);
+    KESTREL_MCA_MARK("BEGIN", kQ8McaId, T);
     const uint8_t* group = group0 + b * 34 * 8;
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes, _MM_HINT_T0);
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64, _MM_HINT_T0);
@@ -490,7 +494,7 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
       const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a[t][b].d)));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
     }
-    KESTREL_MCA_MARK("END", 22, T);
+    KESTREL_MCA_MARK("END", kQ8McaId, T);
   }
 }
 
