@@ -1,11 +1,16 @@
 // How many of the AVX2 Q4_0 kernel's instructions one core issues per second, alone and mixed: the
 // ceiling that kernel is measured against in bench/README.md. Standalone (not linked with Kestrel);
 // x86-64 with AVX2 only. Each loop runs ten independent instructions per iteration on registers
-// (or one cached word), so throughput, not latency, is what it times.
+// (or one cached word), so throughput, not latency, is what it times. Then the kernel's block loop,
+// whole and with one part taken out at a time, to show what each part costs.
 // Usage: kestrel-x86-issue-rates
+#include <immintrin.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <vector>
 
 namespace {
 
@@ -22,6 +27,101 @@ double PerSecond(int64_t iterations, int64_t per_iteration, Body body) {
     if (rate > best) best = rate;
   }
   return best;
+}
+
+// The block loop of the AVX2 Q4_0 prefill kernel (Q4Tile in src/backend_x86/avx2_kernels.cc, 4
+// tokens against one 8-row q4_0x4 block), rewritten here with switches: a copy, so that the
+// library's kernel carries no experiment. Without kEpilogue the int16 sums go straight into integer
+// accumulators (no widening, offset, scales or float accumulation); without kUnpack the packed
+// bytes serve as both nibble registers; without kBroadcast each activation word is read already
+// broadcast from a buffer in L1 (what the kernel would save if the 8 broadcasts per token were free,
+// at 8x the activation bytes). Each variant still depends on every activation, so the compiler
+// cannot share products between tokens.
+enum Part : unsigned { kEpilogue = 1, kUnpack = 2, kBroadcast = 4, kAll = 7 };
+constexpr int kTokens = 4;
+constexpr int64_t kBlocks = 16;  // 2.3 KB of weights, 0.5 KB of activations, 16 KB pre-broadcast
+
+struct BlockLoopData {
+  std::vector<uint8_t> weights = std::vector<uint8_t>(kBlocks * 144);  // two 4-row tiles per block
+  std::vector<int8_t> quants = std::vector<int8_t>(kTokens * kBlocks * 32);
+  std::vector<int32_t> broadcast = std::vector<int32_t>(kTokens * kBlocks * 8 * 8);  // 8 lanes per word
+  std::vector<int32_t> offsets = std::vector<int32_t>(kTokens * kBlocks, 8);
+  std::vector<float> scales = std::vector<float>(kTokens * kBlocks, 0.01f);
+  BlockLoopData() {
+    uint32_t seed = 12345;
+    auto next = [&seed] { return seed = seed * 1664525u + 1013904223u, static_cast<uint8_t>(seed >> 24); };
+    for (uint8_t& w : weights) w = next();
+    for (int64_t b = 0; b < kBlocks; ++b) {  // each tile starts with four f16 scales of 1.0
+      for (int tile = 0; tile < 2; ++tile) {
+        for (int i = 0; i < 4; ++i) weights[b * 144 + tile * 72 + 2 * i] = 0x00, weights[b * 144 + tile * 72 + 2 * i + 1] = 0x3c;
+      }
+    }
+    for (int8_t& q : quants) q = static_cast<int8_t>(next() % 255 - 127);
+    for (int64_t w = 0; w < kTokens * kBlocks * 8; ++w) {
+      for (int lane = 0; lane < 8; ++lane) std::memcpy(&broadcast[w * 8 + lane], &quants[w * 4], 4);
+    }
+  }
+};
+
+template <unsigned kParts>
+__attribute__((noinline)) void BlockLoop(const BlockLoopData& d, __m256* acc_out, __m256i* sums_out) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f), ones16 = _mm256_set1_epi16(1);
+  __m256 acc[kTokens];
+  __m256i sums[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = acc_out[t], sums[t] = sums_out[t];
+  for (int64_t b = 0; b < kBlocks; ++b) {
+    const uint8_t* ga = d.weights.data() + b * 144;
+    const uint8_t* gb = ga + 72;
+    const __m128i packed_scales = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ga)),
+                                                     _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
+    __m256i lo[4], hi[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i chunk = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(gb + 8 + k * 16),
+                                                reinterpret_cast<const __m128i*>(ga + 8 + k * 16));
+      lo[k] = (kParts & kUnpack) ? _mm256_and_si256(chunk, nibble) : chunk;
+      hi[k] = (kParts & kUnpack) ? _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble) : chunk;
+    }
+    const __m256 w_scale = _mm256_cvtph_ps(packed_scales);
+    for (int t = 0; t < kTokens; ++t) {
+      const int64_t block = t * kBlocks + b;
+      const int8_t* q = d.quants.data() + block * 32;
+      auto word = [&](int i) {  // activation word i of this token's block, in all 8 lanes
+        if constexpr ((kParts & kBroadcast) != 0) {
+          int32_t v;
+          std::memcpy(&v, q + 4 * i, 4);
+          return _mm256_set1_epi32(v);
+        } else {
+          return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(&d.broadcast[(block * 8 + i) * 8]));
+        }
+      };
+      __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo[0], word(0)), _mm256_maddubs_epi16(hi[0], word(4)));
+      for (int k = 1; k < 4; ++k) {
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[k], word(k)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[k], word(4 + k)));
+      }
+      if constexpr ((kParts & kEpilogue) != 0) {
+        const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_set1_epi32(d.offsets[block]));
+        const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(d.scales[block]));
+        acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s32), scale));
+      } else {
+        sums[t] = _mm256_add_epi16(sums[t], s16);
+      }
+    }
+  }
+  for (int t = 0; t < kTokens; ++t) acc_out[t] = acc[t], sums_out[t] = sums[t];
+}
+
+// Cycles per block iteration (8 rows x 32 columns x 4 tokens: 1024 multiply-adds), best of 3.
+template <unsigned kParts>
+double BlockLoopCycles(const BlockLoopData& d, double clock) {
+  __m256 acc[kTokens] = {};
+  __m256i sums[kTokens] = {};
+  const int64_t calls = 400'000;
+  const double per_second = PerSecond(calls, kBlocks, [&] { BlockLoop<kParts>(d, acc, sums); });
+  float sink = 0.0f;  // keeps the results observable
+  for (int t = 0; t < kTokens; ++t) sink += acc[t][0] + static_cast<float>(_mm256_extract_epi32(sums[t], 0));
+  if (sink == 1.0f) std::printf(" ");
+  return clock / per_second;
 }
 
 #define TEN(INSN) INSN(0) INSN(1) INSN(2) INSN(3) INSN(4) INSN(5) INSN(6) INSN(7) INSN(8) INSN(9)
@@ -64,5 +164,16 @@ int main() {
   std::printf("vpbroadcastd ymm, m32               %6.2f G/s  %5.2f per cycle\n", broadcast / 1e9, broadcast / clock);
   std::printf("broadcast + vpmaddubsw + vpaddw     %6.2f G/s  %5.2f per cycle  %4.0f GOPS\n", step / 1e9,
               step / clock, step * 64 / 1e9);
+  const BlockLoopData data;
+  const double whole = BlockLoopCycles<kAll>(data, clock);
+  std::printf("Q4_0 block loop, 4 tokens x 8 rows   %6.1f cycles per block  %4.0f GOPS\n", whole, 2048 * clock / whole / 1e9);
+  const struct {
+    const char* name;
+    double cycles;
+  } parts[] = {{"without the float epilogue", BlockLoopCycles<kAll & ~kEpilogue>(data, clock)},
+               {"without the nibble unpacking", BlockLoopCycles<kAll & ~kUnpack>(data, clock)},
+               {"without the broadcasts (L1 buffer)", BlockLoopCycles<kAll & ~kBroadcast>(data, clock)},
+               {"products and int16 sums only", BlockLoopCycles<kAll & ~kEpilogue & ~kUnpack & ~kBroadcast>(data, clock)}};
+  for (const auto& p : parts) std::printf("  %-35s %6.1f cycles (%+.1f)\n", p.name, p.cycles, p.cycles - whole);
   return 0;
 }
