@@ -30,21 +30,8 @@ inline void UnpackQ4x16(uint8x16_t q, int8x16_t* lo, int8x16_t* hi) {
 }
 
 // Q8_0 weights, plain layout, 4 rows per group.
-struct MatmulQ8_0Plain {
+struct MatmulQ8_0Plain : PlainQ8_0Loader {
   static constexpr int kMcaId = 11;
-  static constexpr int kRows = 4;
-  using Source = PlainRows4<BlockQ8_0>;
-  struct Weights {
-    int8x16_t q[4][2];
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t row_end) { return Source::Make(w, row, row_end); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    for (int i = 0; i < 4; ++i) {
-      w->q[i][0] = vld1q_s8(s.rows[i][b].qs);
-      w->q[i][1] = vld1q_s8(s.rows[i][b].qs + 16);
-    }
-    d_w[0] = s.Scales(b);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     int32x4_t r[4];
@@ -54,18 +41,8 @@ struct MatmulQ8_0Plain {
 };
 
 // Q4_0 weights, plain layout, 4 rows per group.
-struct MatmulQ4_0Plain {
+struct MatmulQ4_0Plain : PlainQ4_0Loader<UnpackQ4x16> {
   static constexpr int kMcaId = 12;
-  static constexpr int kRows = 4;
-  using Source = PlainRows4<BlockQ4_0>;
-  struct Weights {
-    int8x16_t lo[4], hi[4];
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t row_end) { return Source::Make(w, row, row_end); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    for (int i = 0; i < 4; ++i) UnpackQ4x16(vld1q_u8(s.rows[i][b].qs), &w->lo[i], &w->hi[i]);
-    d_w[0] = s.Scales(b);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     int32x4_t r[4];
@@ -76,20 +53,8 @@ struct MatmulQ4_0Plain {
 
 // Q4_0 weights in q4_0x4 tiles: vector k holds bytes 4k..4k+3 of rows 0..3, one SDOT lane per row;
 // the by-element SDOT pairs them with activation lane k (a[4k..4k+3] and a[16+4k..16+4k+3]).
-struct MatmulQ4_0x4 {
+struct MatmulQ4_0x4 : TiledQ4_0x4Loader<UnpackQ4x16> {
   static constexpr int kMcaId = 13;
-  static constexpr int kRows = 4;
-  static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
-  using Source = TileStart;
-  struct Weights {
-    int8x16_t lo[4], hi[4];
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<4, BlockQ4_0>(w, row); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    const uint8_t* group = s.tile + b * kGroupBytes;
-    d_w[0] = LoadFp16x4(group);
-    for (int k = 0; k < 4; ++k) UnpackQ4x16(vld1q_u8(group + 8 + 16 * k), &w->lo[k], &w->hi[k]);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     int32x4_t acc = vdotq_laneq_s32(vdupq_n_s32(0), w.lo[0], a0, 0);
@@ -106,21 +71,8 @@ struct MatmulQ4_0x4 {
 
 // Q8_0 weights in q8_0x8 tiles: for chunk k, vector j holds bytes 8k..8k+7 of rows 2j and 2j+1;
 // SDOT against a[8k..8k+7] repeated gives each row's two 4-byte halves in adjacent lanes.
-struct MatmulQ8_0x8 {
+struct MatmulQ8_0x8 : TiledQ8_0x8Loader {
   static constexpr int kMcaId = 14;
-  static constexpr int kRows = 8;
-  static constexpr int64_t kGroupBytes = 8 * sizeof(BlockQ8_0);
-  using Source = TileStart;
-  struct Weights {
-    const int8_t* quants;
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<8, BlockQ8_0>(w, row); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    const uint8_t* group = s.tile + b * kGroupBytes;
-    d_w[0] = LoadFp16x4(group);
-    d_w[1] = LoadFp16x4(group + 8);
-    w->quants = reinterpret_cast<const int8_t*>(group + 16);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     int32x4_t r[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
     for (int k = 0; k < 4; ++k) {

@@ -46,21 +46,8 @@ inline int32x4_t Q8Products(int32x4_t acc, int8x16_t w, int8x16_t a) {
 }
 
 // Q8_0 weights, plain layout, 4 rows per group.
-struct MatmulQ8_0Plain {
+struct MatmulQ8_0Plain : PlainQ8_0Loader {
   static constexpr int kMcaId = 1;
-  static constexpr int kRows = 4;
-  using Source = PlainRows4<BlockQ8_0>;
-  struct Weights {
-    int8x16_t q[4][2];
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t row_end) { return Source::Make(w, row, row_end); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    for (int i = 0; i < 4; ++i) {
-      w->q[i][0] = vld1q_s8(s.rows[i][b].qs);
-      w->q[i][1] = vld1q_s8(s.rows[i][b].qs + 16);
-    }
-    d_w[0] = s.Scales(b);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     int32x4_t r[4];
@@ -70,18 +57,8 @@ struct MatmulQ8_0Plain {
 };
 
 // Q4_0 weights, plain layout, 4 rows per group.
-struct MatmulQ4_0Plain {
+struct MatmulQ4_0Plain : PlainQ4_0Loader<UnpackQ4> {
   static constexpr int kMcaId = 2;
-  static constexpr int kRows = 4;
-  using Source = PlainRows4<BlockQ4_0>;
-  struct Weights {
-    int8x16_t lo[4], hi[4];
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t row_end) { return Source::Make(w, row, row_end); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    for (int i = 0; i < 4; ++i) UnpackQ4(vld1q_u8(s.rows[i][b].qs), &w->lo[i], &w->hi[i]);
-    d_w[0] = s.Scales(b);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     int16x8_t r[4];
@@ -96,20 +73,8 @@ struct MatmulQ4_0Plain {
 // MatmulQ4_0x4Lanes, for decode (1-3 tokens): low nibbles of vector k meet activation bytes
 // 4k..4k+3 repeated in every 32-bit lane (one 4-byte load each), high nibbles bytes 16+4k..; no
 // rearranging of the weights, which a single token could not repay.
-struct MatmulQ4_0x4Lanes {
+struct MatmulQ4_0x4Lanes : TiledQ4_0x4Loader<UnpackQ4> {
   static constexpr int kMcaId = 5;
-  static constexpr int kRows = 4;
-  static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
-  using Source = TileStart;
-  struct Weights {
-    int8x16_t lo[4], hi[4];
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<4, BlockQ4_0>(w, row); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    const uint8_t* group = s.tile + b * kGroupBytes;
-    d_w[0] = LoadFp16x4(group);
-    for (int k = 0; k < 4; ++k) UnpackQ4(vld1q_u8(group + 8 + 16 * k), &w->lo[k], &w->hi[k]);
-  }
   // Activation bytes p[0..3] in all four 32-bit lanes. Loaded this way rather than as two full
   // vectors with lanes duplicated afterwards: llvm-mca's Cortex-A53 estimate for 4 tokens fell
   // from about 25 to 15 cycles per 32 weights (the duplicates waited on the vector loads).
@@ -141,13 +106,9 @@ struct MatmulQ4_0x4Lanes {
 // row's 16 quant bytes back, once per block for every token, and the plain kernel's products
 // follow (Cortex-A53 estimate for 4 tokens: about 11 cycles per 32 weights, against 15 above; for
 // one token the transpose costs more than it saves).
-struct MatmulQ4_0x4Rows {
+struct MatmulQ4_0x4Rows : TiledQ4_0x4Loader<UnpackQ4> {
   static constexpr int kMcaId = 3;
-  static constexpr int kRows = 4;
-  static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
-  using Source = TileStart;
-  using Weights = MatmulQ4_0Plain::Weights;
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<4, BlockQ4_0>(w, row); }
+  // Hides the loader's Load: the same tile, transposed back to rows.
   static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
     const uint8_t* group = s.tile + b * kGroupBytes;
     d_w[0] = LoadFp16x4(group);
@@ -164,23 +125,10 @@ struct MatmulQ4_0x4Rows {
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) { MatmulQ4_0Plain::Dot(w, a, sums); }
 };
 
-// Q8_0 weights in q8_0x8 tiles: per block column, 8 scales then for chunk k = 0..3 four 16-byte
-// vectors j holding bytes 8k..8k+7 of rows 2j and 2j+1.
-struct MatmulQ8_0x8 {
+// Q8_0 weights in q8_0x8 tiles (see TiledQ8_0x8Loader): the products of row 2j's and row 2j+1's
+// 8-byte chunks go to separate int32 accumulators, widened as in Q8Products.
+struct MatmulQ8_0x8 : TiledQ8_0x8Loader {
   static constexpr int kMcaId = 4;
-  static constexpr int kRows = 8;
-  static constexpr int64_t kGroupBytes = 8 * sizeof(BlockQ8_0);
-  using Source = TileStart;
-  struct Weights {
-    const int8_t* quants;  // no unpacking: the bytes are used as they are
-  };
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<8, BlockQ8_0>(w, row); }
-  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    const uint8_t* group = s.tile + b * kGroupBytes;
-    d_w[0] = LoadFp16x4(group);
-    d_w[1] = LoadFp16x4(group + 8);
-    w->quants = reinterpret_cast<const int8_t*>(group + 16);
-  }
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     int32x4_t r[8];
     for (int i = 0; i < 8; ++i) r[i] = vdupq_n_s32(0);

@@ -10,7 +10,8 @@
 // Everything here sits in an anonymous namespace on purpose: each ISA unit that includes this file
 // (neon_kernels.cc for armv8-a, neon_dotprod_kernels.cc for armv8.2-a) gets its own private copy
 // compiled with its own flags, so the linker can never substitute the ARMv8.2 copy on an ARMv8.0 CPU.
-// A kernel K provides:
+// A kernel K provides (the first five usually by deriving from one of the loaders below, which
+// both units share; the last two are what differs between them):
 //   kRows                       rows per group (a multiple of 4)
 //   Source                      where the group's blocks are
 //   MakeSource(w, row, end)     the group starting at `row` (rows past `end` repeat the last one)
@@ -78,6 +79,83 @@ struct TileStart {
     return TileStart{bytes + (row / kRows) * blocks * static_cast<int64_t>(kRows * sizeof(Block))};
   }
 };
+
+// ---- Weight loaders: the layouts as each kernel reads them ----------------------------------------
+
+// How a unit turns 16 bytes of Q4_0 nibbles into low (elements 0-15) and high (16-31) int8 vectors;
+// the plain NEON and the dotprod units scale them differently.
+using UnpackQ4Fn = void (*)(uint8x16_t q, int8x16_t* lo, int8x16_t* hi);
+
+// Four rows' (or four tile chunks') nibbles, unpacked.
+struct Q4Weights {
+  int8x16_t lo[4], hi[4];
+};
+
+// Q8_0, plain layout, 4 rows per group: each row's 32 quants as two vectors.
+struct PlainQ8_0Loader {
+  static constexpr int kRows = 4;
+  using Source = PlainRows4<BlockQ8_0>;
+  struct Weights {
+    int8x16_t q[4][2];
+  };
+  static Source MakeSource(const MatrixView& w, int64_t row, int64_t row_end) { return Source::Make(w, row, row_end); }
+  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
+    for (int i = 0; i < 4; ++i) {
+      w->q[i][0] = vld1q_s8(s.rows[i][b].qs);
+      w->q[i][1] = vld1q_s8(s.rows[i][b].qs + 16);
+    }
+    d_w[0] = s.Scales(b);
+  }
+};
+
+// Q4_0, plain layout, 4 rows per group: lo[i] and hi[i] are row i's elements 0-15 and 16-31.
+template <UnpackQ4Fn Unpack>
+struct PlainQ4_0Loader {
+  static constexpr int kRows = 4;
+  using Source = PlainRows4<BlockQ4_0>;
+  using Weights = Q4Weights;
+  static Source MakeSource(const MatrixView& w, int64_t row, int64_t row_end) { return Source::Make(w, row, row_end); }
+  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
+    for (int i = 0; i < 4; ++i) Unpack(vld1q_u8(s.rows[i][b].qs), &w->lo[i], &w->hi[i]);
+    d_w[0] = s.Scales(b);
+  }
+};
+
+// Q4_0 in q4_0x4 tiles, read as stored: 4 scales, then vector k holds bytes 4k..4k+3 of rows 0..3
+// (one 32-bit lane per row), so lo[k] / hi[k] are elements 4k..4k+3 / 16+4k..16+4k+3 of each row.
+template <UnpackQ4Fn Unpack>
+struct TiledQ4_0x4Loader {
+  static constexpr int kRows = 4;
+  static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
+  using Source = TileStart;
+  using Weights = Q4Weights;
+  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<4, BlockQ4_0>(w, row); }
+  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
+    const uint8_t* group = s.tile + b * kGroupBytes;
+    d_w[0] = LoadFp16x4(group);
+    for (int k = 0; k < 4; ++k) Unpack(vld1q_u8(group + 8 + 16 * k), &w->lo[k], &w->hi[k]);
+  }
+};
+
+// Q8_0 in q8_0x8 tiles: per block column 8 scales, then for chunk k = 0..3 four 16-byte vectors j
+// holding bytes 8k..8k+7 of rows 2j and 2j+1. No unpacking: Dot reads the bytes where they lie.
+struct TiledQ8_0x8Loader {
+  static constexpr int kRows = 8;
+  static constexpr int64_t kGroupBytes = 8 * sizeof(BlockQ8_0);
+  using Source = TileStart;
+  struct Weights {
+    const int8_t* quants;
+  };
+  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<8, BlockQ8_0>(w, row); }
+  static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
+    const uint8_t* group = s.tile + b * kGroupBytes;
+    d_w[0] = LoadFp16x4(group);
+    d_w[1] = LoadFp16x4(group + 8);
+    w->quants = reinterpret_cast<const int8_t*>(group + 16);
+  }
+};
+
+// ---- The loop ---------------------------------------------------------------------------------
 
 template <typename K, int kTokens>
 inline void MatmulGroup(const typename K::Source& src, int64_t blocks, const BlockQ8_0* activations, float* y,
