@@ -29,9 +29,10 @@ double PerSecond(int64_t iterations, int64_t per_iteration, Body body) {
   return best;
 }
 
-// The block loop of the AVX2 Q4_0 prefill kernel (Q4Tile in src/backend_x86/avx2_kernels.cc, 4
-// tokens against one 8-row q4_0x4 block), rewritten here with switches: a copy, so that the
-// library's kernel carries no experiment. Without kEpilogue the int16 sums go straight into integer
+// The 8-row block loop of the AVX2 Q4_0 kernel (Q4Tile in src/backend_x86/avx2_kernels.cc, 4
+// tokens against one 8-row q4_0x4 block), rewritten here with switches. Prefill ran it until this
+// ablation led to the 16-row Q4WideTile; it still runs token tails and plain rows. A copy, so that
+// the library's kernel carries no experiment. Without kEpilogue the int16 sums go straight into integer
 // accumulators (no widening, offset, scales or float accumulation); without kUnpack the packed
 // bytes serve as both nibble registers; without kBroadcast each activation word is read already
 // broadcast from a buffer in L1 (what the kernel would save if the 8 broadcasts per token were free,
@@ -166,7 +167,7 @@ int main() {
               step / clock, step * 64 / 1e9);
   const BlockLoopData data;
   const double whole = BlockLoopCycles<kAll>(data, clock);
-  std::printf("Q4_0 block loop, 4 tokens x 8 rows   %6.1f cycles per block  %4.0f GOPS\n", whole, 2048 * clock / whole / 1e9);
+  std::printf("Q4_0 8-row loop, 4 tokens x 8 rows    %6.1f cycles per block  %4.0f GOPS\n", whole, 2048 * clock / whole / 1e9);
   const struct {
     const char* name;
     double cycles;
