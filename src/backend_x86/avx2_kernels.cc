@@ -297,17 +297,27 @@ struct Q4Chunks {
 struct Q4Tiles {
   static constexpr int kMcaId = 21;  // scripts/llvm-mca-x86.sh
   static constexpr bool kWidePrefill = true;  // Q4WideTile reads this layout
+  // Block b of the tile holding `row`, prefetched kQ4PrefetchBytes ahead (decode streams them).
+  static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
+    const uint8_t* group = data + ((row / 4) * blocks + b) * 72;
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ4PrefetchBytes, _MM_HINT_T0);
+    return group;
+  }
+  // The 4 + 4 fp16 scales of two groups (ga's rows in the low half).
+  static __m128i Scales(const uint8_t* ga, const uint8_t* gb) {
+    return _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ga)),
+                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
+  }
+  // Chunk k of two groups' 8 rows (ga's rows in the low half).
+  static __m256i Chunk(const uint8_t* ga, const uint8_t* gb, int k) {
+    return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(gb + 8 + k * 16),
+                               reinterpret_cast<const __m128i*>(ga + 8 + k * 16));
+  }
   static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
-    const uint8_t* ga = data + ((row_a / 4) * blocks + b) * 72;
-    const uint8_t* gb = data + ((row_b / 4) * blocks + b) * 72;
-    _mm_prefetch(reinterpret_cast<const char*>(ga) + kQ4PrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(gb) + kQ4PrefetchBytes, _MM_HINT_T0);
-    out->scales = _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ga)),
-                                     _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
-    for (int k = 0; k < 4; ++k) {
-      out->chunk[k] = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(gb + 8 + k * 16),
-                                          reinterpret_cast<const __m128i*>(ga + 8 + k * 16));
-    }
+    const uint8_t* ga = Group(data, blocks, row_a, b);
+    const uint8_t* gb = Group(data, blocks, row_b, b);
+    out->scales = Scales(ga, gb);
+    for (int k = 0; k < 4; ++k) out->chunk[k] = Chunk(ga, gb, k);
   }
 };
 
@@ -351,22 +361,32 @@ inline __m256i Broadcast32(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
+// A chunk register's low nibbles (elements 4k..4k+3 of each row) and high ones (16+4k..).
+inline void SplitNibbles(__m256i chunk, __m256i nibble, __m256i* lo, __m256i* hi) {
+  *lo = _mm256_and_si256(chunk, nibble);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
+}
+
+// One block's end for 8 rows and one token: widen the int16 sums, subtract 8 * sum(a), and add
+// float(sum) * (d_w * d_a) to acc with the reference's two roundings.
+inline __m256 AccumulateQ4Block(__m256 acc, __m256i s16, int32_t offset, __m256 w_scale, float a_scale) {
+  const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(offset));
+  const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(a_scale));
+  return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
+}
+
 // acc[t] (8 rows) += the products of rows row_a..+3, row_b..+3 with tokens a[0..T-1].
 // offset[t][b] is 8 * sum(a block b), a_scale[t][b] its scale as float.
 template <int T, typename Tiles>
 inline void Q4Tile(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, const BlockQ8_0* const* a,
                    const int32_t* const* offset, const float* const* a_scale, __m256* acc) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i ones16 = _mm256_set1_epi16(1);
   for (int64_t b = 0; b < blocks; ++b) {
     KESTREL_MCA_MARK("BEGIN", Tiles::kMcaId, T);
     Q4Chunks w;
     Tiles::Load(data, blocks, row_a, row_b, b, &w);
     __m256i lo[4], hi[4];
-    for (int k = 0; k < 4; ++k) {
-      lo[k] = _mm256_and_si256(w.chunk[k], nibble);
-      hi[k] = _mm256_and_si256(_mm256_srli_epi16(w.chunk[k], 4), nibble);
-    }
+    for (int k = 0; k < 4; ++k) SplitNibbles(w.chunk[k], nibble, &lo[k], &hi[k]);
     const __m256 w_scale = _mm256_cvtph_ps(w.scales);
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a[t][b].qs;
@@ -376,9 +396,7 @@ inline void Q4Tile(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t r
         s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[k], Broadcast32(q + 4 * k)));
         s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[k], Broadcast32(q + 16 + 4 * k)));
       }
-      const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones16), _mm256_set1_epi32(offset[t][b]));
-      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(a_scale[t][b]));
-      acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
+      acc[t] = AccumulateQ4Block(acc[t], s16, offset[t][b], w_scale, a_scale[t][b]);
     }
     KESTREL_MCA_MARK("END", Tiles::kMcaId, T);
   }
@@ -436,7 +454,7 @@ inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 // is unpacked at once. Against the 8-row tile: a quarter fewer vector operations per product and
 // half the broadcast loads, the two resources llvm-mca shows full (bench/README.md); measured in
 // isolation 35.5-38 against 45-47 cycles per 1024 multiply-adds. The 8-row tile still takes token
-// tails, decode and row remainders. Sums and float accumulation are as in Q4Tile: bit-identical.
+// tails, decode, row remainders and plain rows. Same sums and epilogue as Q4Tile: bit-identical.
 constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
 constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
@@ -444,24 +462,15 @@ constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
 inline void Q4WideTile(const uint8_t* data, int64_t blocks, int64_t r0, const BlockQ8_0* const* a,
                        const int32_t* const* offset, const float* const* a_scale, __m256* acc) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i ones16 = _mm256_set1_epi16(1);
   constexpr int kTiles = kQ4WideRows / 4;
   for (int64_t b = 0; b < blocks; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ4WideMcaId, kQ4WideTokens);
     const uint8_t* tile[kTiles];
-    for (int i = 0; i < kTiles; ++i) {
-      tile[i] = data + ((r0 / 4 + i) * blocks + b) * 72;
-      _mm_prefetch(reinterpret_cast<const char*>(tile[i]) + kQ4PrefetchBytes, _MM_HINT_T0);
-    }
+    for (int i = 0; i < kTiles; ++i) tile[i] = Q4Tiles::Group(data, blocks, r0 + 4 * i, b);
     __m256i s16[kQ4WideTokens][2];
     for (int k = 0; k < 4; ++k) {
       __m256i lo[2], hi[2];
-      for (int g = 0; g < 2; ++g) {
-        const __m256i chunk = _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(tile[2 * g + 1] + 8 + k * 16),
-                                                  reinterpret_cast<const __m128i*>(tile[2 * g] + 8 + k * 16));
-        lo[g] = _mm256_and_si256(chunk, nibble);
-        hi[g] = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
-      }
+      for (int g = 0; g < 2; ++g) SplitNibbles(Q4Tiles::Chunk(tile[2 * g], tile[2 * g + 1], k), nibble, &lo[g], &hi[g]);
       for (int t = 0; t < kQ4WideTokens; ++t) {
         const int8_t* q = a[t][b].qs;
         const __m256i a_lo = Broadcast32(q + 4 * k), a_hi = Broadcast32(q + 16 + 4 * k);
@@ -472,17 +481,10 @@ inline void Q4WideTile(const uint8_t* data, int64_t blocks, int64_t r0, const Bl
       }
     }
     __m256 w_scale[2];
-    for (int g = 0; g < 2; ++g) {
-      w_scale[g] = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile[2 * g])),
-                                                      _mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile[2 * g + 1]))));
-    }
+    for (int g = 0; g < 2; ++g) w_scale[g] = _mm256_cvtph_ps(Q4Tiles::Scales(tile[2 * g], tile[2 * g + 1]));
     for (int t = 0; t < kQ4WideTokens; ++t) {
-      const __m256i minus = _mm256_set1_epi32(offset[t][b]);
-      const __m256 token_scale = _mm256_set1_ps(a_scale[t][b]);
       for (int g = 0; g < 2; ++g) {
-        const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(s16[t][g], ones16), minus);
-        const __m256 scale = _mm256_mul_ps(w_scale[g], token_scale);
-        acc[2 * t + g] = _mm256_add_ps(acc[2 * t + g], _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
+        acc[2 * t + g] = AccumulateQ4Block(acc[2 * t + g], s16[t][g], offset[t][b], w_scale[g], a_scale[t][b]);
       }
     }
     KESTREL_MCA_MARK("END", kQ4WideMcaId, kQ4WideTokens);
@@ -524,7 +526,8 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
       for (; c1 - c0 >= kQ4WideTokens && r0 + kQ4WideRows <= row_end; r0 += kQ4WideRows) {
         int64_t t = c0;
         for (; t + kQ4WideTokens <= c1; t += kQ4WideTokens) Q4WideTileStore(w, x, t, c0, r0, offsets, scales, y, y_stride);
-        for (int64_t r = r0; t < c1 && r < r0 + kQ4WideRows; r += 8) {
+        if (t == c1) continue;
+        for (int64_t r = r0; r < r0 + kQ4WideRows; r += 8) {
           Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - t), w, x, t, c0, r, true, offsets, scales, y, y_stride);
         }
       }
