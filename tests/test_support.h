@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -22,14 +24,35 @@ inline std::string SharedPath(const std::string& relative) {
   return ::stat(path.c_str(), &st) == 0 ? path : "";
 }
 
-// A fresh temporary directory for this process, created on first use.
+// A fresh temporary directory for this process (under $TMPDIR, else /tmp), created on first use
+// and removed with everything in it when the process exits normally: ctest runs every test case
+// as its own process, so leaving them would pile up thousands of directories per run.
+class ProcessTempDir {
+ public:
+  ProcessTempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "kestrel-test-XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) != nullptr) path_ = tmpl;
+  }
+  ~ProcessTempDir() {
+    std::error_code ignored;  // nothing to report to at exit; a leftover directory is harmless
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  ProcessTempDir(const ProcessTempDir&) = delete;
+  ProcessTempDir& operator=(const ProcessTempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Fails loudly (an empty path would scatter files into the working directory).
 inline std::string TempDir() {
-  static std::string dir = [] {
-    char tmpl[] = "/tmp/kestrel-test-XXXXXX";
-    const char* d = ::mkdtemp(tmpl);
-    return std::string(d != nullptr ? d : "/tmp");
-  }();
-  return dir;
+  static const ProcessTempDir dir;
+  if (dir.path().empty()) {
+    std::perror("kestrel tests: cannot create a temporary directory");
+    std::abort();
+  }
+  return dir.path();
 }
 
 inline std::string TempPath(const std::string& name) { return TempDir() + "/" + name; }
