@@ -23,13 +23,13 @@ declare -A label rows
 label[k21t4]="avx2, Q4_0 q4_0x4, 4 tokens (prefill)";          rows[k21t4]=8
 label[k21t1]="avx2, Q4_0 q4_0x4, 1 token (decode)";            rows[k21t1]=8
 label[k24t4]="avx2, Q4_0 q4_0x4 16 rows, 4 tokens (prefill)";  rows[k24t4]=16
-label[k22t4]="avx2, Q8_0 q8_0x8, 4 tokens (prefill)";          rows[k22t4]=8
+label[k22t8]="avx2, Q8_0 q8_0x8, 8 tokens (prefill)";          rows[k22t8]=8
 label[k22t1]="avx2, Q8_0 q8_0x8, 1 token (decode)";            rows[k22t1]=8
 label[k31t8]="avx512_vnni, Q4_0 q4_0x4, 8 tokens (prefill)";   rows[k31t8]=16
 label[k31t1]="avx512_vnni, Q4_0 q4_0x4, 1 token (decode)";     rows[k31t1]=16
 label[k32t8]="avx512_vnni, Q8_0 q8_0x8, 8 tokens (prefill)";   rows[k32t8]=16
 label[k32t1]="avx512_vnni, Q8_0 q8_0x8, 1 token (decode)";     rows[k32t1]=16
-order=(k24t4 k21t4 k21t1 k22t4 k22t1 k31t8 k31t1 k32t8 k32t1)
+order=(k24t4 k21t4 k21t1 k22t8 k22t1 k31t8 k31t1 k32t8 k32t1)
 # Zen 3 is the machine the AVX2 figures in bench/README.md were measured on; the Intel models stand
 # for the AVX-512 VNNI Xeons the x86 issue's targets were set on.
 avx2_cpus=(znver3 skylake icelake-server)

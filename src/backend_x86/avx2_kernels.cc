@@ -452,34 +452,86 @@ inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 // feeds two vpmaddubsw (rows 0-7 and rows 8-15), and the block is walked one 4-byte chunk at a
 // time with the 8 int16 sums (4 tokens x 2 row groups) in registers, so only one chunk of weights
 // is unpacked at once. Against the 8-row tile: a quarter fewer vector operations per product and
-// half the broadcast loads, the two resources llvm-mca shows full (bench/README.md); measured in
-// isolation 35.5-38 against 45-47 cycles per 1024 multiply-adds. The 8-row tile still takes token
+// half the broadcast loads (bench/README.md). The 8-row tile still takes token
 // tails, decode, row remainders and plain rows. Same sums and epilogue as Q4Tile: bit-identical.
 constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
 constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
 
+// The chunk walk of one block is written in assembly because its speed hangs on register
+// allocation: the 8 int16 sums, 4 unpacked weight registers, 2 broadcasts and 2 products need all
+// 16 ymm registers, and GCC's choice of what to spill depends on the surrounding code: the
+// intrinsics, unrolled, ran 36-38 cycles per 1024 multiply-adds in a standalone probe but 46-50
+// inside the library; rolled, with 6 of the 8 sums kept on the stack, 5-10% slower than this
+// (bench/README.md). Here the sums never leave registers; ymm8-ymm15 are scratch. Per chunk k,
+// with the intrinsics it replaces:
+//   lo[g] = chunk & 0x0f, hi[g] = (chunk >> 4) & 0x0f          (SplitNibbles, g = rows 0-7, 8-15)
+//   a_lo = broadcast(q + 4k), a_hi = broadcast(q + 16 + 4k)    (Broadcast32, per token)
+//   s[t][g] (+)= maddubs(lo[g], a_lo) + maddubs(hi[g], a_hi)   (k = 0 assigns)
+#define KQ4_CHUNK_LOAD(k)                                         \
+  "vmovdqu " #k "*16+8(%[g0]), %%xmm8\n\t"                        \
+  "vinserti128 $1, " #k "*16+8(%[g1]), %%ymm8, %%ymm8\n\t"        \
+  "vmovdqu " #k "*16+8(%[g2]), %%xmm10\n\t"                       \
+  "vinserti128 $1, " #k "*16+8(%[g3]), %%ymm10, %%ymm10\n\t"      \
+  "vpsrlw $4, %%ymm8, %%ymm9\n\t"                                 \
+  "vpand %[nibble], %%ymm8, %%ymm8\n\t"                           \
+  "vpand %[nibble], %%ymm9, %%ymm9\n\t"                           \
+  "vpsrlw $4, %%ymm10, %%ymm11\n\t"                               \
+  "vpand %[nibble], %%ymm10, %%ymm10\n\t"                         \
+  "vpand %[nibble], %%ymm11, %%ymm11\n\t"
+#define KQ4_BROADCAST(k, q)                                       \
+  "vpbroadcastd " #k "*4(%[" #q "]), %%ymm12\n\t"                 \
+  "vpbroadcastd " #k "*4+16(%[" #q "]), %%ymm13\n\t"
+#define KQ4_FIRST(k, q, s0, s1)                                   \
+  KQ4_BROADCAST(k, q)                                             \
+  "vpmaddubsw %%ymm12, %%ymm8, %[" #s0 "]\n\t"                    \
+  "vpmaddubsw %%ymm13, %%ymm9, %%ymm14\n\t"                       \
+  "vpaddw %%ymm14, %[" #s0 "], %[" #s0 "]\n\t"                    \
+  "vpmaddubsw %%ymm12, %%ymm10, %[" #s1 "]\n\t"                   \
+  "vpmaddubsw %%ymm13, %%ymm11, %%ymm15\n\t"                      \
+  "vpaddw %%ymm15, %[" #s1 "], %[" #s1 "]\n\t"
+#define KQ4_NEXT(k, q, s0, s1)                                    \
+  KQ4_BROADCAST(k, q)                                             \
+  "vpmaddubsw %%ymm12, %%ymm8, %%ymm14\n\t"                       \
+  "vpmaddubsw %%ymm13, %%ymm9, %%ymm15\n\t"                       \
+  "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                          \
+  "vpaddw %%ymm14, %[" #s0 "], %[" #s0 "]\n\t"                    \
+  "vpmaddubsw %%ymm12, %%ymm10, %%ymm14\n\t"                      \
+  "vpmaddubsw %%ymm13, %%ymm11, %%ymm15\n\t"                      \
+  "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                          \
+  "vpaddw %%ymm14, %[" #s1 "], %[" #s1 "]\n\t"
+#define KQ4_CHUNK(k, STEP) \
+  KQ4_CHUNK_LOAD(k) STEP(k, q0, s00, s01) STEP(k, q1, s10, s11) STEP(k, q2, s20, s21) STEP(k, q3, s30, s31)
+
+// s[t][g]: the int16 sums of block `tile` (4 tiles of 4 rows; g = tiles 0-1, 2-3) against token t's
+// block q[t], before widening.
+inline void Q4WideSums(const uint8_t* const* tile, const int8_t* const* q, __m256i (*s)[2]) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  __asm__(KQ4_CHUNK(0, KQ4_FIRST) KQ4_CHUNK(1, KQ4_NEXT) KQ4_CHUNK(2, KQ4_NEXT) KQ4_CHUNK(3, KQ4_NEXT)
+          : [s00] "=&x"(s[0][0]), [s01] "=&x"(s[0][1]), [s10] "=&x"(s[1][0]), [s11] "=&x"(s[1][1]),
+            [s20] "=&x"(s[2][0]), [s21] "=&x"(s[2][1]), [s30] "=&x"(s[3][0]), [s31] "=&x"(s[3][1])
+          : [g0] "r"(tile[0]), [g1] "r"(tile[1]), [g2] "r"(tile[2]), [g3] "r"(tile[3]), [q0] "r"(q[0]),
+            [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]), [nibble] "m"(nibble)
+          : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+}
+#undef KQ4_CHUNK
+#undef KQ4_NEXT
+#undef KQ4_FIRST
+#undef KQ4_BROADCAST
+#undef KQ4_CHUNK_LOAD
+
 inline void Q4WideTile(const uint8_t* data, int64_t blocks, int64_t r0, const BlockQ8_0* const* a,
                        const int32_t* const* offset, const float* const* a_scale, __m256* acc) {
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
   constexpr int kTiles = kQ4WideRows / 4;
+  static_assert(kTiles == 4 && kQ4WideTokens == 4, "Q4WideSums is written for 4 tiles and 4 tokens");
   for (int64_t b = 0; b < blocks; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ4WideMcaId, kQ4WideTokens);
     const uint8_t* tile[kTiles];
     for (int i = 0; i < kTiles; ++i) tile[i] = Q4Tiles::Group(data, blocks, r0 + 4 * i, b);
+    const int8_t* q[kQ4WideTokens];
+    for (int t = 0; t < kQ4WideTokens; ++t) q[t] = a[t][b].qs;
     __m256i s16[kQ4WideTokens][2];
-    for (int k = 0; k < 4; ++k) {
-      __m256i lo[2], hi[2];
-      for (int g = 0; g < 2; ++g) SplitNibbles(Q4Tiles::Chunk(tile[2 * g], tile[2 * g + 1], k), nibble, &lo[g], &hi[g]);
-      for (int t = 0; t < kQ4WideTokens; ++t) {
-        const int8_t* q = a[t][b].qs;
-        const __m256i a_lo = Broadcast32(q + 4 * k), a_hi = Broadcast32(q + 16 + 4 * k);
-        for (int g = 0; g < 2; ++g) {
-          const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo[g], a_lo), _mm256_maddubs_epi16(hi[g], a_hi));
-          s16[t][g] = k == 0 ? p : _mm256_add_epi16(s16[t][g], p);
-        }
-      }
-    }
+    Q4WideSums(tile, q, s16);
     __m256 w_scale[2];
     for (int g = 0; g < 2; ++g) w_scale[g] = _mm256_cvtph_ps(Q4Tiles::Scales(tile[2 * g], tile[2 * g + 1]));
     for (int t = 0; t < kQ4WideTokens; ++t) {
@@ -550,15 +602,81 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
 // (|w| x sign(a, w); activations never hold -128) and, as pairs of products can reach 2 x 127 x 127,
 // every maddubs is widened by a madd before adding. Integer sums are exact and each row
 // accumulates its blocks in order, so results are bit-identical to the reference.
-constexpr int kQ8TokenTile = 4;
+constexpr int kQ8TokenTile = 8;
 constexpr int kQ8McaId = 22;  // scripts/llvm-mca-x86.sh
 
 // The rows' lane order in those registers; it is its own inverse, so it also puts them back.
 inline __m256i Q8RowOrder() { return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); }
 
+// s[t]: the int32 sums of one block (q: its 4 x 64 bytes of chunks) against tokens qa[t].
+template <int T>
+inline void Q8Sums(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
+  for (int k = 0; k < 4; ++k) {
+    const __m256 rows03 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64));
+    const __m256 rows47 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64 + 32));
+    const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(rows03, rows47, 0x88));
+    const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(rows03, rows47, 0xdd));
+    const __m256i abs_even = _mm256_sign_epi8(even, even);
+    const __m256i abs_odd = _mm256_sign_epi8(odd, odd);
+    for (int t = 0; t < T; ++t) {
+      const __m256i pe = _mm256_maddubs_epi16(abs_even, _mm256_sign_epi8(Broadcast32(qa[t] + 8 * k), even));
+      const __m256i po = _mm256_maddubs_epi16(abs_odd, _mm256_sign_epi8(Broadcast32(qa[t] + 8 * k + 4), odd));
+      s[t] = _mm256_add_epi32(s[t], _mm256_add_epi32(_mm256_madd_epi16(pe, ones16), _mm256_madd_epi16(po, ones16)));
+    }
+  }
+}
+
+// The full 8-token tile in assembly, for the reason given at Q4WideSums: with the intrinsics above,
+// GCC hoisted all four chunks' shuffles out of the token loop and spilled (33 stack moves per block
+// of a 4-token tile). Here the 8 sums stay in registers (ymm8-ymm13 are scratch), and 8 tokens
+// share each chunk's loads, shuffles and absolute values (each step measured faster: see
+// bench/README.md). Tails of 1-7 tokens take the intrinsics. Per chunk k, what the loop above
+// does: E, O = the two shuffles; |E|, |O|; then per token
+// s[t] += madd(maddubs(|E|, sign(broadcast(qa + 8k), E)), 1) + the same for O and qa + 8k + 4.
+#define KQ8_CHUNK_LOAD(k)                                         \
+  "vmovups " #k "*64(%[q]), %%ymm8\n\t"                           \
+  "vmovups " #k "*64+32(%[q]), %%ymm9\n\t"                        \
+  "vshufps $0x88, %%ymm9, %%ymm8, %%ymm10\n\t"                    \
+  "vshufps $0xdd, %%ymm9, %%ymm8, %%ymm11\n\t"                    \
+  "vpsignb %%ymm10, %%ymm10, %%ymm8\n\t"                          \
+  "vpsignb %%ymm11, %%ymm11, %%ymm9\n\t"
+#define KQ8_PRODUCTS(k, qa)                                       \
+  "vpbroadcastd " #k "*8(%[" #qa "]), %%ymm12\n\t"                \
+  "vpbroadcastd " #k "*8+4(%[" #qa "]), %%ymm13\n\t"              \
+  "vpsignb %%ymm10, %%ymm12, %%ymm12\n\t"                         \
+  "vpsignb %%ymm11, %%ymm13, %%ymm13\n\t"                         \
+  "vpmaddubsw %%ymm12, %%ymm8, %%ymm12\n\t"                       \
+  "vpmaddubsw %%ymm13, %%ymm9, %%ymm13\n\t"                       \
+  "vpmaddwd %[ones], %%ymm12, %%ymm12\n\t"                        \
+  "vpmaddwd %[ones], %%ymm13, %%ymm13\n\t"
+#define KQ8_FIRST(k, qa, s) KQ8_PRODUCTS(k, qa) "vpaddd %%ymm13, %%ymm12, %[" #s "]\n\t"
+#define KQ8_NEXT(k, qa, s)  \
+  KQ8_PRODUCTS(k, qa)       \
+  "vpaddd %%ymm12, %[" #s "], %[" #s "]\n\t" \
+  "vpaddd %%ymm13, %[" #s "], %[" #s "]\n\t"
+#define KQ8_CHUNK(k, STEP) KQ8_CHUNK_LOAD(k) STEP(k, a0, s0) STEP(k, a1, s1) STEP(k, a2, s2) STEP(k, a3, s3) \
+  STEP(k, a4, s4) STEP(k, a5, s5) STEP(k, a6, s6) STEP(k, a7, s7)
+
+template <>
+inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
+  const __m256i ones16 = _mm256_set1_epi16(1);
+  __asm__(KQ8_CHUNK(0, KQ8_FIRST) KQ8_CHUNK(1, KQ8_NEXT) KQ8_CHUNK(2, KQ8_NEXT) KQ8_CHUNK(3, KQ8_NEXT)
+          : [s0] "=&x"(s[0]), [s1] "=&x"(s[1]), [s2] "=&x"(s[2]), [s3] "=&x"(s[3]), [s4] "=&x"(s[4]),
+            [s5] "=&x"(s[5]), [s6] "=&x"(s[6]), [s7] "=&x"(s[7])
+          : [q] "r"(q), [a0] "r"(qa[0]), [a1] "r"(qa[1]), [a2] "r"(qa[2]), [a3] "r"(qa[3]), [a4] "r"(qa[4]),
+            [a5] "r"(qa[5]), [a6] "r"(qa[6]), [a7] "r"(qa[7]), [ones] "m"(ones16)
+          : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13");
+}
+#undef KQ8_CHUNK
+#undef KQ8_NEXT
+#undef KQ8_FIRST
+#undef KQ8_PRODUCTS
+#undef KQ8_CHUNK_LOAD
+
 template <int T>
 inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const* a, __m256* acc) {
-  const __m256i ones16 = _mm256_set1_epi16(1);
   const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ8McaId, T);
@@ -570,23 +688,10 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 256, _MM_HINT_T0);
     const __m256 w_scale = _mm256_permutevar8x32_ps(
         _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), row_order);
-    const uint8_t* q = group + 16;
+    const int8_t* qa[T];
+    for (int t = 0; t < T; ++t) qa[t] = a[t][b].qs;
     __m256i s32[T];
-    for (int t = 0; t < T; ++t) s32[t] = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256 rows03 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64));
-      const __m256 rows47 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64 + 32));
-      const __m256i even = _mm256_castps_si256(_mm256_shuffle_ps(rows03, rows47, 0x88));
-      const __m256i odd = _mm256_castps_si256(_mm256_shuffle_ps(rows03, rows47, 0xdd));
-      const __m256i abs_even = _mm256_sign_epi8(even, even);
-      const __m256i abs_odd = _mm256_sign_epi8(odd, odd);
-      for (int t = 0; t < T; ++t) {
-        const int8_t* qa = a[t][b].qs + 8 * k;
-        const __m256i pe = _mm256_maddubs_epi16(abs_even, _mm256_sign_epi8(Broadcast32(qa), even));
-        const __m256i po = _mm256_maddubs_epi16(abs_odd, _mm256_sign_epi8(Broadcast32(qa + 4), odd));
-        s32[t] = _mm256_add_epi32(s32[t], _mm256_add_epi32(_mm256_madd_epi16(pe, ones16), _mm256_madd_epi16(po, ones16)));
-      }
-    }
+    Q8Sums<T>(group + 16, qa, s32);
     for (int t = 0; t < T; ++t) {
       const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a[t][b].d)));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
