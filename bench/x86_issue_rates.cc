@@ -158,6 +158,25 @@ int main() {
         :: "r"(g_words) : "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm11", "xmm12",
                           "xmm13", "xmm14");
   });
+  // vpmaddubsw paired one to one with another vector instruction (six independent chains of each):
+  // how many of the two this core issues together, which bounds a loop that mixes them.
+#define PAIRED(i, j, OTHER) "vpmaddubsw %%ymm15, %%ymm" #i ", %%ymm" #i "\n" OTHER(j)
+#define SIX_PAIRS(OTHER) PAIRED(0, 6, OTHER) PAIRED(1, 7, OTHER) PAIRED(2, 8, OTHER) PAIRED(3, 9, OTHER) \
+  PAIRED(4, 10, OTHER) PAIRED(5, 11, OTHER)
+#define WITH_PADDW(j) "vpaddw %%ymm14, %%ymm" #j ", %%ymm" #j "\n"
+#define WITH_PAND(j) "vpand %%ymm14, %%ymm" #j ", %%ymm" #j "\n"
+#define WITH_ADDPS(j) "vaddps %%ymm14, %%ymm" #j ", %%ymm" #j "\n"
+#define WITH_PMADDWD(j) "vpmaddwd %%ymm14, %%ymm" #j ", %%ymm" #j "\n"
+#define CLOBBER_YMM0_11 CLOBBER_YMM0_9, "xmm10", "xmm11"
+  const struct {
+    const char* name;
+    double rate;
+  } paired[] = {
+      {"vpaddw", PerSecond(n / 2, 6, [] { __asm__ volatile(SIX_PAIRS(WITH_PADDW) ::: CLOBBER_YMM0_11); })},
+      {"vpand", PerSecond(n / 2, 6, [] { __asm__ volatile(SIX_PAIRS(WITH_PAND) ::: CLOBBER_YMM0_11); })},
+      {"vaddps", PerSecond(n / 2, 6, [] { __asm__ volatile(SIX_PAIRS(WITH_ADDPS) ::: CLOBBER_YMM0_11); })},
+      {"vpmaddwd", PerSecond(n / 2, 6, [] { __asm__ volatile(SIX_PAIRS(WITH_PMADDWD) ::: CLOBBER_YMM0_11); })},
+  };
   // One vpmaddubsw on 32 byte pairs is 32 multiply-adds, 64 operations.
   std::printf("clock (dependent adds)              %6.2f GHz\n", clock / 1e9);
   std::printf("vpmaddubsw ymm                      %6.2f G/s  %5.2f per cycle  %4.0f GOPS\n", maddubs / 1e9,
@@ -165,6 +184,10 @@ int main() {
   std::printf("vpbroadcastd ymm, m32               %6.2f G/s  %5.2f per cycle\n", broadcast / 1e9, broadcast / clock);
   std::printf("broadcast + vpmaddubsw + vpaddw     %6.2f G/s  %5.2f per cycle  %4.0f GOPS\n", step / 1e9,
               step / clock, step * 64 / 1e9);
+  for (const auto& p : paired) {
+    std::printf("vpmaddubsw + %-9s (one to one)    %5.2f pairs per cycle (%.1f instructions)\n", p.name, p.rate / clock,
+                2 * p.rate / clock);
+  }
   const BlockLoopData data;
   const double whole = BlockLoopCycles<kAll>(data, clock);
   std::printf("Q4_0 8-row loop, 4 tokens x 8 rows    %6.1f cycles per block  %4.0f GOPS\n", whole, 2048 * clock / whole / 1e9);
