@@ -75,14 +75,18 @@ if(TARGET kestrel-bench)
     set_tests_properties(kestrel_bench_output_${backend} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32
                          SKIP_RETURN_CODE 77)
   endforeach()
-  # Decode after 100 positions of context (-d).
+  # Decode after 100 positions of context (-d), with an f16 KV cache (--kv).
   add_test(NAME kestrel_bench_output_depth
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_bench.py --model ${KESTREL_STORIES_F32}
-                   --depth 100 -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
+                   --depth 100 --kv f16 -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
   set_tests_properties(kestrel_bench_output_depth PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32 SKIP_RETURN_CODE 77)
   add_test(NAME kestrel_bench_error_missing_model
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: .*does-not-exist" --
                    ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_TEST_MODELS}/does-not-exist.vqf)
+  add_test(NAME kestrel_bench_error_kv
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: --kv must be f32 or f16, got 'q8'" --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_STORIES_F32} --kv q8)
+  set_tests_properties(kestrel_bench_error_kv PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
   add_test(NAME kestrel_bench_error_threads
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: -t takes" --
                    ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench> -m ${KESTREL_STORIES_F32} -t 1,x)

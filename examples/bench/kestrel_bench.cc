@@ -26,8 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 const char kUsage[] =
     "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-d 0] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n"
-    "                     [--probe-mib 512]\n"
+    "                     [--kv f32|f16] [--probe-mib 512]\n"
     "  -d N: decode after N context tokens (evaluated untimed), as llama-bench's -d\n"
+    "  --kv TYPE: the KV cache's element type (default: the sessions' default)\n"
     "  --probe-mib N: size of the bandwidth probe's buffer\n";
 
 struct Result {
@@ -99,9 +100,9 @@ class BandwidthProbe {
 };
 
 // Bytes a decoded token reads: the weights, plus the keys and values of every earlier position
-// (f32, the sessions' default), averaged over the positions of a run of `gen` tokens after `depth`.
-double BytesPerToken(uint64_t weight_bytes, const kestrel::ModelConfig& c, int depth, int gen) {
-  const double kv_per_position = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * sizeof(float);
+// (kv_bytes each), averaged over the positions of a run of `gen` tokens after `depth`.
+double BytesPerToken(uint64_t weight_bytes, const kestrel::ModelConfig& c, size_t kv_bytes, int depth, int gen) {
+  const double kv_per_position = 2.0 * c.n_layers * c.n_kv_heads * c.head_dim * static_cast<double>(kv_bytes);
   return static_cast<double>(weight_bytes) + kv_per_position * (depth + (gen + 1) / 2.0);
 }
 
@@ -111,6 +112,7 @@ int main(int argc, char** argv) {
   using namespace kestrel;
   std::string path, backend, output = "md";
   int prompt = 64, gen = 32, depth = 0, reps = 3, probe_mib = 512;
+  DType kv_dtype = SessionOptions{}.kv_dtype;
   std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -137,6 +139,17 @@ int main(int argc, char** argv) {
     else if (a == "-r") reps = integer(1, 1000);
     else if (a == "--probe-mib") probe_mib = integer(1, 1 << 16);
     else if (a == "--backend") backend = value();
+    else if (a == "--kv") {
+      const std::string v = value();
+      if (v == "f32") {
+        kv_dtype = DType::kF32;
+      } else if (v == "f16") {
+        kv_dtype = DType::kF16;
+      } else {
+        std::fprintf(stderr, "kestrel-bench: --kv must be f32 or f16, got '%s'\n", v.c_str());
+        return 1;
+      }
+    }
     else if (a == "-o") output = value();
     else if (a == "-t") {
       thread_counts.clear();
@@ -177,6 +190,8 @@ int main(int argc, char** argv) {
   }
   // Bytes of weights streamed per decoded token: every matrix except the embedding table (read one
   // row at a time), which counts once more when it doubles as the LM head.
+  const size_t kv_bytes = DTypeBlockBytes(kv_dtype);  // one element: f32 4, f16 2
+  const char* kv_name = kv_dtype == DType::kF16 ? "f16" : "f32";
   uint64_t weight_bytes = 0, params = 0;
   for (const TensorInfo& t : (*model)->file().tensors()) {
     params += static_cast<uint64_t>(t.elements());
@@ -194,6 +209,7 @@ int main(int argc, char** argv) {
     SessionOptions options;
     options.n_threads = threads;
     options.context_length = std::max(std::max(prompt, depth + gen), 1);
+    options.kv_dtype = kv_dtype;
     auto session = Session::Create(**model, options);
     if (!session.ok()) {
       std::fprintf(stderr, "kestrel-bench: %s\n", std::string(session.status().message()).c_str());
@@ -236,7 +252,7 @@ int main(int argc, char** argv) {
           const double bw = std::max(bw_before, probe.Measure(threads, 3));
           tg.push_back(rate);
           bandwidth.push_back(bw);
-          fraction.push_back(rate * BytesPerToken(weight_bytes, c, depth, gen) / (bw * 1e9));
+          fraction.push_back(rate * BytesPerToken(weight_bytes, c, kv_bytes, depth, gen) / (bw * 1e9));
         }
       }
     }
@@ -254,31 +270,31 @@ int main(int argc, char** argv) {
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
       std::printf("  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"threads\": %d, "
-                  "\"test\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f",
+                  "\"kv_type\": \"%s\", \"test\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f",
                   name.c_str(), static_cast<unsigned long long>((*model)->file().file_bytes()),
-                  static_cast<unsigned long long>(params), (*model)->backend().name, r.threads, r.test.c_str(), r.mean,
-                  r.stddev);
+                  static_cast<unsigned long long>(params), (*model)->backend().name, r.threads, kv_name, r.test.c_str(),
+                  r.mean, r.stddev);
       if (r.bandwidth_gbps > 0) std::printf(", \"read_bandwidth_gbps\": %.2f", r.bandwidth_gbps);
       if (r.fraction > 0) {
         std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f, "
                     "\"bandwidth_fraction_stddev\": %.3f",
-                    r.bandwidth_gbps * 1e9 / BytesPerToken(weight_bytes, c, depth, gen), r.fraction, r.fraction_stddev);
+                    r.bandwidth_gbps * 1e9 / BytesPerToken(weight_bytes, c, kv_bytes, depth, gen), r.fraction, r.fraction_stddev);
       }
       std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }
     std::printf("]\n");
   } else {
-    std::printf("| model | size | params | backend | threads | test | t/s | bandwidth | of limit |\n");
-    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: |\n");
+    std::printf("| model | size | params | backend | threads | test | t/s | bandwidth | of limit | kv |\n");
+    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- |\n");
     for (const Result& r : results) {
       char bandwidth[32] = "", fraction[32] = "";
       if (r.bandwidth_gbps > 0) std::snprintf(bandwidth, sizeof(bandwidth), "%.1f GB/s", r.bandwidth_gbps);
       if (r.fraction > 0) {
         std::snprintf(fraction, sizeof(fraction), "%.0f%% ± %.0f", 100.0 * r.fraction, 100.0 * r.fraction_stddev);
       }
-      std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s |\n", name.c_str(), size_gib,
+      std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), size_gib,
                   params / 1e9, (*model)->backend().name, r.threads, r.test.c_str(), r.mean, r.stddev, bandwidth,
-                  fraction);
+                  fraction, kv_name);
     }
   }
   return 0;
