@@ -261,7 +261,7 @@ void kestrel_session_params_init(kestrel_session_params* p) {
   if (p == nullptr) return;
   std::memset(p, 0, sizeof(*p));
   p->struct_size = sizeof(*p);
-  p->kv_type = KESTREL_KV_F32;
+  p->kv_type = KESTREL_KV_F16;
   p->batch_size = 64;
 }
 

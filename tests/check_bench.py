@@ -6,7 +6,7 @@
       -p 8 -n 4 -t 1,2 -r 2 (and -d N, --kv TYPE) on VQF, once with -o json and once with -o md, and requires one result per
       test and thread count: positive, finite tokens/s, a measured read bandwidth, and for decode a
       fraction of the bandwidth limit consistent with the tokens/s. With --backend, that backend is
-      asked for and must be the one reported; with --kv, that KV cache type (else f32, the default).
+      asked for and must be the one reported; with --kv, that KV cache type (else f16, the default).
 
 A missing model (converted from ../shared) fails, unless KESTREL_ALLOW_MISSING_SHARED=1, when the
 check exits with 77, which ctest reports as skipped.
@@ -113,7 +113,7 @@ def main():
     if args.depth:
         TESTS[1] = f"tg4 @ d{args.depth}"
     try:
-        kv = args.kv or "f32"
+        kv = args.kv or "f16"
         check_json(bench(cmd, args.model, args.backend, args.depth, args.kv, "json"), args.backend, kv)
         check_markdown(bench(cmd, args.model, args.backend, args.depth, args.kv, "md"), kv)
     except (AssertionError, ValueError, KeyError) as e:

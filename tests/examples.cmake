@@ -75,10 +75,10 @@ if(TARGET kestrel-bench)
     set_tests_properties(kestrel_bench_output_${backend} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32
                          SKIP_RETURN_CODE 77)
   endforeach()
-  # Decode after 100 positions of context (-d), with an f16 KV cache (--kv).
+  # Decode after 100 positions of context (-d), with an f32 KV cache (--kv; f16 is the default).
   add_test(NAME kestrel_bench_output_depth
            COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_bench.py --model ${KESTREL_STORIES_F32}
-                   --depth 100 --kv f16 -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
+                   --depth 100 --kv f32 -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
   set_tests_properties(kestrel_bench_output_depth PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32 SKIP_RETURN_CODE 77)
   add_test(NAME kestrel_bench_error_missing_model
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-bench: .*does-not-exist" --

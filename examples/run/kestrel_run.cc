@@ -21,7 +21,8 @@ const char kUsage[] =
     "usage: kestrel-run -m MODEL.vqf [-p PROMPT] [-n NEW_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
     "                   [--repeat-penalty R] [--seed S] [-t THREADS] [--backend NAME] [--ctx N] [--kv f32|f16]\n"
     "                   [--check-finite] [--verbose]\n"
-    "                   [--chat [--system TEXT] [--chat-template chatml|qwen2.5|qwen3|llama3] [--no-think]]\n";
+    "                   [--chat [--system TEXT] [--chat-template chatml|qwen2.5|qwen3|llama3] [--no-think]]\n"
+    "  --kv: the KV cache's element type (default f16)\n";
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kestrel-run: %s\n", what.c_str());
@@ -148,7 +149,7 @@ int RunChat(const kestrel_model* model, kestrel_session* session, kestrel_sampli
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string model_path, prompt, backend, kv = "f32";
+  std::string model_path, prompt, backend, kv;  // kv: "" keeps the library default (f16)
   long long n_new = 256, threads = 0, ctx = 0;
   bool verbose = false, check_finite = false, chat_mode = false;
   ChatSettings chat;
@@ -217,7 +218,7 @@ int main(int argc, char** argv) {
     }
   }
   if (model_path.empty()) return Fail(std::string("no model given (-m MODEL.vqf)\n") + kUsage);
-  if (kv != "f32" && kv != "f16") return Fail("--kv must be f32 or f16");
+  if (!kv.empty() && kv != "f32" && kv != "f16") return Fail("--kv must be f32 or f16");
 
   kestrel_model_params mp;
   kestrel_model_params_init(&mp);
@@ -238,7 +239,7 @@ int main(int argc, char** argv) {
   kestrel_session_params_init(&sp);
   sp.n_threads = static_cast<int32_t>(threads);
   sp.context_length = static_cast<int32_t>(ctx);
-  sp.kv_type = kv == "f16" ? KESTREL_KV_F16 : KESTREL_KV_F32;
+  if (!kv.empty()) sp.kv_type = kv == "f16" ? KESTREL_KV_F16 : KESTREL_KV_F32;
   sp.check_finite = check_finite ? 1 : 0;
   kestrel_session* session = nullptr;
   if (auto st = kestrel_session_create(model, &sp, &session); st != KESTREL_OK) {

@@ -139,7 +139,8 @@ typedef struct kestrel_session_params {
   uint32_t struct_size;
   int32_t context_length; /* 0: the model's, at most 4096; up to the model's context */
   int32_t n_threads;      /* 0: the hardware's (at most 8) */
-  int32_t kv_type; /* a kestrel_kv_type value (an int here, so any value a caller passes is defined) */
+  int32_t kv_type; /* a kestrel_kv_type value (an int here, so any value a caller passes is defined);
+                     default KESTREL_KV_F16: half the memory of F32, faster decode at long contexts */
   int32_t batch_size;     /* prompt tokens per prefill step (default 64) */
   int32_t check_finite;   /* nonzero: stop at the first non-finite kernel output (also
                              KESTREL_CHECK_FINITE=1) with KESTREL_ERROR_NON_FINITE */

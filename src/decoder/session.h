@@ -43,7 +43,9 @@ inline constexpr int32_t kDefaultContextLength = 4096;
 struct SessionOptions {
   int32_t context_length = 0;  // 0: the model's, at most kDefaultContextLength
   int32_t n_threads = 0;       // 0: hardware threads (at most 8)
-  DType kv_dtype = DType::kF32;  // f32 or f16
+  // f16 (the default) halves the cache and the bytes decode reads from it per position; f32 keeps
+  // keys and values exactly as computed (kestrel-bench --kv measures both: bench/README.md).
+  DType kv_dtype = DType::kF16;
   int32_t batch_size = 64;     // prompt tokens per prefill step
   bool check_finite = false;   // stop at the first kernel output with a NaN or Inf
   LayerStatsCallback layer_stats = nullptr;
