@@ -458,6 +458,13 @@ constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
 constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
 
+// The n bytes at p as one memory operand of an asm statement that reads them through a pointer
+// (a char array, which may alias anything).
+template <int N>
+inline const char (&ReadBytes(const void* p))[N] {
+  return *static_cast<const char(*)[N]>(p);
+}
+
 // The chunk walk of one block is written in assembly because its speed hangs on register
 // allocation: the 8 int16 sums, 4 unpacked weight registers, 2 broadcasts and 2 products need all
 // 16 ymm registers, and GCC's choice of what to spill depends on the surrounding code: the
@@ -511,7 +518,11 @@ inline void Q4WideSums(const uint8_t* const* tile, const int8_t* const* q, __m25
           : [s00] "=&x"(s[0][0]), [s01] "=&x"(s[0][1]), [s10] "=&x"(s[1][0]), [s11] "=&x"(s[1][1]),
             [s20] "=&x"(s[2][0]), [s21] "=&x"(s[2][1]), [s30] "=&x"(s[3][0]), [s31] "=&x"(s[3][1])
           : [g0] "r"(tile[0]), [g1] "r"(tile[1]), [g2] "r"(tile[2]), [g3] "r"(tile[3]), [q0] "r"(q[0]),
-            [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]), [nibble] "m"(nibble)
+            [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]), [nibble] "m"(nibble),
+            // What the pointers above are read through, so the compiler orders stores to it first.
+            "m"(ReadBytes<64>(tile[0] + 8)), "m"(ReadBytes<64>(tile[1] + 8)), "m"(ReadBytes<64>(tile[2] + 8)),
+            "m"(ReadBytes<64>(tile[3] + 8)), "m"(ReadBytes<32>(q[0])), "m"(ReadBytes<32>(q[1])),
+            "m"(ReadBytes<32>(q[2])), "m"(ReadBytes<32>(q[3]))
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 #undef KQ4_CHUNK
@@ -666,7 +677,10 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
           : [s0] "=&x"(s[0]), [s1] "=&x"(s[1]), [s2] "=&x"(s[2]), [s3] "=&x"(s[3]), [s4] "=&x"(s[4]),
             [s5] "=&x"(s[5]), [s6] "=&x"(s[6]), [s7] "=&x"(s[7])
           : [q] "r"(q), [a0] "r"(qa[0]), [a1] "r"(qa[1]), [a2] "r"(qa[2]), [a3] "r"(qa[3]), [a4] "r"(qa[4]),
-            [a5] "r"(qa[5]), [a6] "r"(qa[6]), [a7] "r"(qa[7]), [ones] "m"(ones16)
+            [a5] "r"(qa[5]), [a6] "r"(qa[6]), [a7] "r"(qa[7]), [ones] "m"(ones16),
+            "m"(ReadBytes<256>(q)), "m"(ReadBytes<32>(qa[0])), "m"(ReadBytes<32>(qa[1])), "m"(ReadBytes<32>(qa[2])),
+            "m"(ReadBytes<32>(qa[3])), "m"(ReadBytes<32>(qa[4])), "m"(ReadBytes<32>(qa[5])), "m"(ReadBytes<32>(qa[6])),
+            "m"(ReadBytes<32>(qa[7]))
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13");
 }
 #undef KQ8_CHUNK
