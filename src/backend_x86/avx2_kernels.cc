@@ -468,7 +468,7 @@ inline const char (&ReadBytes(const void* p))[N] {
 // The chunk walk of one block is written in assembly because its speed hangs on register
 // allocation: the 8 int16 sums, 4 unpacked weight registers, 2 broadcasts and 2 products need all
 // 16 ymm registers, and GCC's choice of what to spill depends on the surrounding code: the
-// intrinsics, unrolled, ran 36-38 cycles per 1024 multiply-adds in a standalone probe but 46-50
+// intrinsics, unrolled, ran 36-38 cycles per 1024 multiply-adds in a standalone probe but 46-52
 // inside the library; rolled, with 6 of the 8 sums kept on the stack, 5-10% slower than this
 // (bench/README.md). Here the sums never leave registers; ymm8-ymm15 are scratch. Per chunk k,
 // with the intrinsics it replaces:
