@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -141,14 +142,12 @@ int main(int argc, char** argv) {
     else if (a == "--backend") backend = value();
     else if (a == "--kv") {
       const std::string v = value();
-      if (v == "f32") {
-        kv_dtype = DType::kF32;
-      } else if (v == "f16") {
-        kv_dtype = DType::kF16;
-      } else {
+      const std::optional<DType> t = DTypeFromName(v);
+      if (t != DType::kF32 && t != DType::kF16) {
         std::fprintf(stderr, "kestrel-bench: --kv must be f32 or f16, got '%s'\n", v.c_str());
         return 1;
       }
+      kv_dtype = *t;
     }
     else if (a == "-o") output = value();
     else if (a == "-t") {
@@ -191,7 +190,7 @@ int main(int argc, char** argv) {
   // Bytes of weights streamed per decoded token: every matrix except the embedding table (read one
   // row at a time), which counts once more when it doubles as the LM head.
   const size_t kv_bytes = DTypeBlockBytes(kv_dtype);  // one element: f32 4, f16 2
-  const char* kv_name = kv_dtype == DType::kF16 ? "f16" : "f32";
+  const char* kv_name = DTypeName(kv_dtype);
   uint64_t weight_bytes = 0, params = 0;
   for (const TensorInfo& t : (*model)->file().tensors()) {
     params += static_cast<uint64_t>(t.elements());
