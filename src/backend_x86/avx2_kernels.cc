@@ -458,11 +458,14 @@ constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
 constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
 
-// The n bytes at p as one memory operand of an asm statement that reads them through a pointer
-// (a char array, which may alias anything).
-template <int N>
-inline const char (&ReadBytes(const void* p))[N] {
-  return *static_cast<const char(*)[N]>(p);
+// Memory from p on, as an asm operand that says "this asm reads at and after p" (only a
+// constraint, never accessed as an object). 1 GiB spans the farthest block an asm below reads from
+// its first one (3 tile strides of 72 bytes per block, or 7 token strides of 34) for rows of up
+// to 4 million blocks (128 million columns).
+constexpr int64_t kReadFromBytes = int64_t{1} << 30;
+static_assert(7 * 34 * (int64_t{4} << 20) + 256 <= kReadFromBytes, "ReadFrom must span the blocks an asm reads");
+inline const char (&ReadFrom(const void* p))[kReadFromBytes] {
+  return *static_cast<const char(*)[kReadFromBytes]>(p);
 }
 
 // The chunk walk of one block is written in assembly because its speed hangs on register
@@ -470,7 +473,10 @@ inline const char (&ReadBytes(const void* p))[N] {
 // 16 ymm registers, and GCC's choice of what to spill depends on the surrounding code: the
 // intrinsics, unrolled, ran 36-38 cycles per 1024 multiply-adds in a standalone probe but 46-52
 // inside the library; rolled, with 6 of the 8 sums kept on the stack, 5-10% slower than this
-// (bench/README.md). Here the sums never leave registers; ymm8-ymm15 are scratch. Per chunk k,
+// (bench/README.md). Here the sums never leave registers; ymm8-ymm15 are scratch. It reads weights
+// and activations through its pointer operands, so it also takes ReadFrom operands (stores to them
+// stay before it): one "m" operand per block read leaves clang 14 without enough address registers,
+// and a "memory" clobber cost ~6% (median of alternated runs). Per chunk k,
 // with the intrinsics it replaces:
 //   lo[g] = chunk & 0x0f, hi[g] = (chunk >> 4) & 0x0f          (SplitNibbles, g = rows 0-7, 8-15)
 //   a_lo = broadcast(q + 4k), a_hi = broadcast(q + 16 + 4k)    (Broadcast32, per token)
@@ -519,10 +525,7 @@ inline void Q4WideSums(const uint8_t* const* tile, const int8_t* const* q, __m25
             [s20] "=&x"(s[2][0]), [s21] "=&x"(s[2][1]), [s30] "=&x"(s[3][0]), [s31] "=&x"(s[3][1])
           : [g0] "r"(tile[0]), [g1] "r"(tile[1]), [g2] "r"(tile[2]), [g3] "r"(tile[3]), [q0] "r"(q[0]),
             [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]), [nibble] "m"(nibble),
-            // What the pointers above are read through, so the compiler orders stores to it first.
-            "m"(ReadBytes<64>(tile[0] + 8)), "m"(ReadBytes<64>(tile[1] + 8)), "m"(ReadBytes<64>(tile[2] + 8)),
-            "m"(ReadBytes<64>(tile[3] + 8)), "m"(ReadBytes<32>(q[0])), "m"(ReadBytes<32>(q[1])),
-            "m"(ReadBytes<32>(q[2])), "m"(ReadBytes<32>(q[3]))
+            "m"(ReadFrom(tile[0])), "m"(ReadFrom(q[0]))  // what it reads: tiles and tokens ascend
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 #undef KQ4_CHUNK
@@ -639,7 +642,8 @@ inline void Q8Sums(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
   }
 }
 
-// The full 8-token tile in assembly, for the reason given at Q4WideSums: with the intrinsics above,
+// The full 8-token tile in assembly, for the reasons given at Q4WideSums (registers; ReadFrom).
+// With the intrinsics above,
 // GCC hoisted all four chunks' shuffles out of the token loop and spilled (33 stack moves per block
 // of a 4-token tile). Here the 8 sums stay in registers (ymm8-ymm13 are scratch), and 8 tokens
 // share each chunk's loads, shuffles and absolute values (each step measured faster: see
@@ -678,9 +682,7 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
             [s5] "=&x"(s[5]), [s6] "=&x"(s[6]), [s7] "=&x"(s[7])
           : [q] "r"(q), [a0] "r"(qa[0]), [a1] "r"(qa[1]), [a2] "r"(qa[2]), [a3] "r"(qa[3]), [a4] "r"(qa[4]),
             [a5] "r"(qa[5]), [a6] "r"(qa[6]), [a7] "r"(qa[7]), [ones] "m"(ones16),
-            "m"(ReadBytes<256>(q)), "m"(ReadBytes<32>(qa[0])), "m"(ReadBytes<32>(qa[1])), "m"(ReadBytes<32>(qa[2])),
-            "m"(ReadBytes<32>(qa[3])), "m"(ReadBytes<32>(qa[4])), "m"(ReadBytes<32>(qa[5])), "m"(ReadBytes<32>(qa[6])),
-            "m"(ReadBytes<32>(qa[7]))
+            "m"(ReadFrom(q)), "m"(ReadFrom(qa[0]))  // what it reads: tokens ascend
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13");
 }
 #undef KQ8_CHUNK
