@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/q8_0_summary.h"
 #include "backend/registry.h"
 #include "decoder/thread_pool.h"
 #include "format/dtype.h"
@@ -22,6 +23,8 @@ struct MatrixFixture {
   MatrixView view;
   std::vector<float> x;
   std::vector<BlockQ8_0> xq;
+  std::vector<int32_t> xq_sums;  // per block, as the session prepares them once per input
+  std::vector<float> xq_scales;
 };
 
 MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int64_t columns, int64_t rows, int64_t tokens) {
@@ -47,6 +50,9 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   if (IsBlockQuantized(dtype)) {
     f.xq.resize(columns / 32 * tokens);
     for (int64_t t = 0; t < tokens; ++t) k.quantize_q8_0(f.x.data() + t * columns, f.xq.data() + t * columns / 32, columns);
+    f.xq_sums.resize(f.xq.size());
+    f.xq_scales.resize(f.xq.size());
+    SummarizeQ8_0Blocks(f.xq.data(), static_cast<int64_t>(f.xq.size()), f.xq_sums.data(), f.xq_scales.data());
   }
   return f;
 }
@@ -54,7 +60,8 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
 void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
                  int64_t tokens) {
   const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens);
-  const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns};
+  const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns, f.xq_sums.data(),
+                      f.xq_scales.data()};
   std::vector<float> y(rows * tokens);
   for (auto _ : state) {
     b->kernels->matmul(f.view, x, y.data(), rows, 0, rows);
@@ -66,6 +73,22 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
     state.counters["GB/s"] = benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
   }
   state.counters["GOPS"] = benchmark::Counter(calls * 2.0 * columns * rows * tokens / 1e9, benchmark::Counter::kIsRate);
+}
+
+// Portable code (not a kernel table entry): the session runs it once per quantized input.
+void BenchSummarize(benchmark::State& state, int64_t n) {
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.1f * i);
+  std::vector<BlockQ8_0> q(n / 32);
+  QuantizeRowQ8_0(x.data(), q.data(), n);
+  std::vector<int32_t> sums(q.size());
+  std::vector<float> scales(q.size());
+  for (auto _ : state) {
+    SummarizeQ8_0Blocks(q.data(), static_cast<int64_t>(q.size()), sums.data(), scales.data());
+    benchmark::DoNotOptimize(sums.data());
+    benchmark::DoNotOptimize(scales.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(state.iterations() * q.size() * 34.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
@@ -138,6 +161,9 @@ void RegisterAll() {
     benchmark::RegisterBenchmark(("thread_pool_dispatch/" + std::to_string(threads)).c_str(), BenchThreadPoolDispatch,
                                  threads)->Unit(benchmark::kMicrosecond);
   }
+  // One 64-token prefill input of the Qwen3-1.7B shape's FFN down projection (6144 columns).
+  benchmark::RegisterBenchmark("summarize_q8_0/64x6144", BenchSummarize, int64_t{64} * 6144)
+      ->Unit(benchmark::kMicrosecond);
   struct Case {
     DType dtype;
     Layout layout;

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/q8_0_summary.h"
 #include "backend/registry.h"
 #include "format/dtype.h"
 #include "format/layout.h"
@@ -90,6 +91,23 @@ std::vector<int64_t> ColumnCounts(DType dtype) {
   return {1, 2, 3, 7, 16, 17, 31, 32, 33, 172, 515};
 }
 
+// The inputs of a product as the session prepares them: for quantized weights, the Q8_0 rows and
+// each block's sum and f32 scale (kernels.h).
+struct Input {
+  std::vector<int32_t> sums;
+  std::vector<float> scales;
+  Activations x;
+  Input(const std::vector<float>& xf, const std::vector<BlockQ8_0>& xq, int64_t tokens, int64_t columns)
+      : sums(xq.size()), scales(xq.size()), x{xf.data(), xq.empty() ? nullptr : xq.data(), tokens, columns} {
+    if (xq.empty()) return;
+    SummarizeQ8_0Blocks(xq.data(), static_cast<int64_t>(xq.size()), sums.data(), scales.data());
+    x.q8_0_sums = sums.data();
+    x.q8_0_scales = scales.data();
+  }
+  Input(const Input&) = delete;
+  Input& operator=(const Input&) = delete;
+};
+
 void RunMatmul(const Backend& b, const MatrixView& w, const Activations& x, std::vector<float>* y, int splits) {
   y->assign(static_cast<size_t>(x.n_tokens * w.rows), std::numeric_limits<float>::quiet_NaN());
   const int tile = LayoutTileRows(w.layout);
@@ -120,7 +138,8 @@ TEST_CASE("generic matmul agrees with a double-precision product of the dequanti
               DequantizeRow(DType::kQ8_0, xq.data() + t * columns / 32, x_used.data() + t * columns, columns);
             }
           }
-          const Activations x{xf.data(), xq.empty() ? nullptr : xq.data(), tokens, columns};
+          const Input input(xf, xq, tokens, columns);
+          const Activations& x = input.x;
           std::vector<float> y;
           RunMatmul(ref, m.view, x, &y, 3);
           for (int64_t t = 0; t < tokens; ++t) {
@@ -162,7 +181,8 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
               xq.resize(static_cast<size_t>(columns / 32 * tokens));
               for (int64_t t = 0; t < tokens; ++t) ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
             }
-            const Activations x{xf.data(), xq.empty() ? nullptr : xq.data(), tokens, columns};
+            const Input input(xf, xq, tokens, columns);
+            const Activations& x = input.x;
             std::vector<float> expected, got;
             RunMatmul(ref, m.view, x, &expected, 1);
             RunMatmul(*b, m.view, x, &got, 2);
@@ -213,7 +233,8 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
         for (int64_t tokens : shape.tokens) {
           INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
                        << " tokens " << tokens);
-          const Activations x{xf.data(), xq.data(), tokens, columns};
+          const Input input(xf, xq, tokens, columns);
+          const Activations& x = input.x;
           std::vector<float> expected, got;
           RunMatmul(ref, m.view, x, &expected, 1);
           // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows).
@@ -382,6 +403,31 @@ TEST_CASE("generic elementwise kernels compute what they document", "[kernels][g
   k.attention(q.data(), 1, kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data());
   REQUIRE(o[0] == 7.0f);
   REQUIRE(o[1] == 9.0f);
+}
+
+TEST_CASE("SummarizeQ8_0Blocks gives each block's quant sum and f32 scale", "[kernels]") {
+  BlockQ8_0 blocks[4];
+  for (int i = 0; i < 32; ++i) {
+    blocks[0].qs[i] = static_cast<int8_t>(i - 16);
+    blocks[1].qs[i] = 127;
+    blocks[2].qs[i] = -127;
+    blocks[3].qs[i] = static_cast<int8_t>(i % 2 == 0 ? 100 : -99);
+  }
+  blocks[0].d = 0x3c00;  // 1.0
+  blocks[1].d = 0xbc00;  // -1.0
+  blocks[2].d = 0x0001;  // the smallest subnormal, 2^-24
+  blocks[3].d = 0x7bff;  // the largest finite half, 65504
+  int32_t sums[4] = {};
+  float scales[4] = {};
+  SummarizeQ8_0Blocks(blocks, 4, sums, scales);
+  CHECK(sums[0] == -16);
+  CHECK(sums[1] == 32 * 127);
+  CHECK(sums[2] == -32 * 127);
+  CHECK(sums[3] == 16);
+  CHECK(scales[0] == 1.0f);
+  CHECK(scales[1] == -1.0f);
+  CHECK(scales[2] == std::ldexp(1.0f, -24));
+  CHECK(scales[3] == 65504.0f);
 }
 
 TEST_CASE("NaN and Inf inputs propagate instead of vanishing", "[kernels][conformance]") {

@@ -22,12 +22,16 @@ struct MatrixView {
 };
 
 // Activations for one product: n_tokens rows of `columns` f32 values (stride `columns`), and, when
-// the weights are block-quantized, the same rows quantized to Q8_0 (columns / 32 blocks per row).
+// the weights are block-quantized, the same rows quantized to Q8_0 (columns / 32 blocks per row)
+// with, per block, the sum of its quants and its scale as f32 (SummarizeQ8_0Blocks), all three
+// required together: kernels read whichever they need.
 struct Activations {
   const float* f32 = nullptr;
   const BlockQ8_0* q8_0 = nullptr;
   int64_t n_tokens = 0;
   int64_t columns = 0;
+  const int32_t* q8_0_sums = nullptr;
+  const float* q8_0_scales = nullptr;
 };
 
 struct KernelTable {

@@ -145,7 +145,7 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
           const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
           for (int i = 0; i < kRowGroup; ++i) dots[i] = DotI8(wv[i], av);
           const __m256 sums = _mm256_cvtepi32_ps(Reduce8(dots));
-          const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a.d)));
+          const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(x.q8_0_scales[(t0 + t) * blocks + b]));
           acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(sums, scale));
         }
       }
@@ -156,15 +156,6 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
       }
     }
   }
-}
-
-// Sum of a Q8_0 block's 32 quants.
-inline int32_t BlockSum(const BlockQ8_0& a) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
-  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-  const __m128i s2 = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
 }
 
 inline float HorizontalSum(__m256 v) {
@@ -284,7 +275,7 @@ inline uint16_t FloatToHalf(float f) { return static_cast<uint16_t>(_mm_extract_
 // eight products fit in int16), and the -8 offset is applied once per block as 8 * sum(a).
 // Integer sums are exact and each row's float accumulation is the reference's, so results are
 // bit-identical.
-constexpr int64_t kOffsetBudget = 8192;   // per-block activation sums and scales kept on the stack
+constexpr int64_t kOffsetBudget = 8192;   // per-block activation offsets (8 * sum) kept on the stack
 constexpr int kQ4TokenTile = 4;           // tokens per register tile: 4 int16 + 4 f32 accumulators
 
 struct Q4Chunks {
@@ -575,17 +566,12 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
                   int64_t row_end) {
   const int64_t blocks = w.columns / 32;
   alignas(32) int32_t offsets[kOffsetBudget];
-  alignas(32) float scales[kOffsetBudget];
   const int64_t chunk_tokens = kOffsetBudget / blocks;
   for (int64_t c0 = 0; c0 < x.n_tokens; c0 += chunk_tokens) {
     const int64_t c1 = x.n_tokens - c0 < chunk_tokens ? x.n_tokens : c0 + chunk_tokens;
-    for (int64_t t = c0; t < c1; ++t) {
-      for (int64_t b = 0; b < blocks; ++b) {
-        const BlockQ8_0& a = x.q8_0[t * blocks + b];
-        offsets[(t - c0) * blocks + b] = 8 * BlockSum(a);
-        scales[(t - c0) * blocks + b] = HalfToFloat(a.d);
-      }
-    }
+    const int32_t* sums = x.q8_0_sums + c0 * blocks;
+    for (int64_t i = 0; i < (c1 - c0) * blocks; ++i) offsets[i] = 8 * sums[i];
+    const float* scales = x.q8_0_scales + c0 * blocks;
     // Rows outer, tokens inner: a strip of weights stays in cache while every token passes.
     int64_t r0 = row_begin;
     if constexpr (Tiles::kWidePrefill) {
@@ -692,7 +678,8 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
 #undef KQ8_CHUNK_LOAD
 
 template <int T>
-inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const* a, __m256* acc) {
+inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const* a, const float* const* a_scale,
+                   __m256* acc) {
   const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ8McaId, T);
@@ -709,7 +696,7 @@ inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const
     __m256i s32[T];
     Q8Sums<T>(group + 16, qa, s32);
     for (int t = 0; t < T; ++t) {
-      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(HalfToFloat(a[t][b].d)));
+      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_broadcast_ss(a_scale[t] + b));
       acc[t] = _mm256_add_ps(acc[t], _mm256_mul_ps(_mm256_cvtepi32_ps(s32[t]), scale));
     }
     KESTREL_MCA_MARK("END", kQ8McaId, T);
@@ -720,10 +707,14 @@ template <int T>
 inline void Q8TileStore(const MatrixView& w, const Activations& x, int64_t t0, int64_t r0, float* y, int64_t y_stride) {
   const int64_t blocks = w.columns / 32;
   const BlockQ8_0* a[T];
-  for (int t = 0; t < T; ++t) a[t] = x.q8_0 + (t0 + t) * blocks;
+  const float* a_scale[T];
+  for (int t = 0; t < T; ++t) {
+    a[t] = x.q8_0 + (t0 + t) * blocks;
+    a_scale[t] = x.q8_0_scales + (t0 + t) * blocks;
+  }
   __m256 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm256_setzero_ps();
-  Q8Tile<T>(static_cast<const uint8_t*>(w.data) + (r0 / 8) * blocks * 34 * 8, blocks, a, acc);
+  Q8Tile<T>(static_cast<const uint8_t*>(w.data) + (r0 / 8) * blocks * 34 * 8, blocks, a, a_scale, acc);
   for (int t = 0; t < T; ++t) _mm256_storeu_ps(y + (t0 + t) * y_stride + r0, _mm256_permutevar8x32_ps(acc[t], Q8RowOrder()));
 }
 

@@ -53,8 +53,6 @@ constexpr int kQ8StreamPrefetchBytes = 8192;
 
 inline void Prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
 
-inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
-
 // 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
 // SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit halves.
 inline __m512 HalvesToFloat(__m256i h) {
@@ -75,15 +73,6 @@ inline __m512 IntToFloat(__m512i v) {
 #else
   return _mm512_cvtepi32_ps(v);
 #endif
-}
-
-// Sum of a Q8_0 block's 32 quants.
-inline int32_t BlockSum(const BlockQ8_0& a) {
-  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a.qs));
-  const __m256i s32 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), v), _mm256_set1_epi16(1));
-  const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(s32), _mm256_extracti128_si256(s32, 1));
-  const __m128i s2 = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-  return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 0xb1)));
 }
 
 // Four activation bytes in every 32-bit lane.
@@ -387,10 +376,10 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
     for (int64_t b0 = 0; b0 < blocks; b0 += kBlockChunk) {
       const int64_t b1 = blocks - b0 < kBlockChunk ? blocks : b0 + kBlockChunk;
       for (int t = 0; t < n_tok; ++t) {
+        const int64_t at = (t0 + t) * blocks;
         for (int64_t b = b0; b < b1; ++b) {
-          const BlockQ8_0& block = a[t * blocks + b];
-          sums.offset[t][b - b0] = Weights::kZeroPoint * BlockSum(block);
-          sums.scale[t][b - b0] = HalfToFloat(block.d);
+          sums.offset[t][b - b0] = Weights::kZeroPoint * x.q8_0_sums[at + b];
+          sums.scale[t][b - b0] = x.q8_0_scales[at + b];
         }
       }
       for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {

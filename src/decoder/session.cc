@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "backend/q8_0_summary.h"
 
 namespace kestrel {
 namespace {
@@ -90,6 +91,8 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   scores_.resize(static_cast<size_t>(n_threads) * (c.n_heads / c.n_kv_heads) * context_length_);
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
   qx_.resize(b * (widest / kQuantBlockSize + 1));
+  qx_sums_.resize(qx_.size());
+  qx_scales_.resize(qx_.size());
   const size_t kv_bytes = static_cast<size_t>(c.n_layers) * context_length_ * kv_dim * DTypeBlockBytes(options.kv_dtype);
   // Head-major: [layer][kv head][position][head_dim], so attention reads each head's keys and
   // values as one contiguous stream (position-major rows of all heads put each head's rows a page
@@ -162,9 +165,13 @@ void Session::PrepareInput(const float* x, int32_t n, int64_t columns, bool quan
       for (int64_t t = begin; t < end; ++t) {
         model_.backend().kernels->quantize_q8_0(x + t * columns, qx_.data() + t * blocks, columns);
       }
+      SummarizeQ8_0Blocks(qx_.data() + begin * blocks, (end - begin) * blocks, qx_sums_.data() + begin * blocks,
+                          qx_scales_.data() + begin * blocks);
     };
     Spread(int64_t{n} * columns * 4, job);  // prefill's many rows, not one decode row
     input_.q8_0 = qx_.data();
+    input_.q8_0_sums = qx_sums_.data();
+    input_.q8_0_scales = qx_scales_.data();
   }
 }
 

@@ -113,6 +113,8 @@ class Session {
 
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_, scores_;
   std::vector<BlockQ8_0> qx_;
+  std::vector<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
+  std::vector<float> qx_scales_;
   std::unique_ptr<uint8_t[]> k_cache_, v_cache_;
   Activations input_;
 };
