@@ -101,6 +101,18 @@ void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
+// One token's keys of the Qwen3-1.7B shape (8 heads of 128) into the f16 KV cache.
+void BenchF32ToF16(benchmark::State& state, const Backend* b, int64_t n) {
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.01f * i);
+  std::vector<uint16_t> out(n);
+  for (auto _ : state) {
+    b->kernels->f32_to_f16(x.data(), out.data(), n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 6.0 / 1e9, benchmark::Counter::kIsRate);
+}
+
 void BenchRmsnorm(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n, 0.5f), w(n, 1.0f), out(n);
   for (auto _ : state) {
@@ -194,6 +206,7 @@ void RegisterAll() {
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
+    benchmark::RegisterBenchmark((prefix + "f32_to_f16/1024").c_str(), BenchF32ToF16, b, 1024);
     benchmark::RegisterBenchmark((prefix + "rope/16x128").c_str(), BenchRope, b)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark((prefix + "silu_mul_softmax/6144").c_str(), BenchSoftmaxSilu, b, 6144);
     for (int64_t positions : {64, 512, 4096}) {

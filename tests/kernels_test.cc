@@ -405,6 +405,57 @@ TEST_CASE("generic elementwise kernels compute what they document", "[kernels][g
   REQUIRE(o[1] == 9.0f);
 }
 
+// Every value class the KV cache can meet: normal values of every f16 exponent, ties (which round
+// to even), values that become subnormals or zero, the largest finite half and just past it
+// (infinity), infinities, NaN, and both zeros; lengths 1-17 and longer reach every vector tail.
+TEST_CASE("every backend's f32_to_f16 matches the reference bit for bit", "[kernels][conformance]") {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, -70000.0f, 1e-3f, 6.0e-5f,
+                               6.1e-5f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 1e-9f, -3.0e-7f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+  for (int e = -26; e <= 16; ++e) {
+    // 1 + 2^-11 lies halfway between two halves (ties to the even one); 1 + 3 * 2^-11 rounds up.
+    values.push_back(std::ldexp(1.0f + std::ldexp(1.0f, -11), e));
+    values.push_back(-std::ldexp(1.0f + 3 * std::ldexp(1.0f, -11), e));
+    values.push_back(std::ldexp(1.7f, e));
+  }
+  for (float v : RandomVector(997, 31, 8.0f)) values.push_back(v);
+  const Backend& ref = Generic();
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
+      continue;
+    }
+    for (size_t start : {size_t{0}, size_t{5}}) {
+      for (size_t n = 1; start + n <= values.size(); n = n < 17 ? n + 1 : n * 3) {
+        INFO(b->name << " values " << start << ".." << start + n);
+        std::vector<uint16_t> got(n, 0xffff), want(n);
+        b->kernels->f32_to_f16(values.data() + start, got.data(), static_cast<int64_t>(n));
+        ref.kernels->f32_to_f16(values.data() + start, want.data(), static_cast<int64_t>(n));
+        for (size_t i = 0; i < n; ++i) {
+          INFO("value " << values[start + i] << " got " << got[i] << " want " << want[i]);
+          if (std::isnan(values[start + i])) {
+            REQUIRE((got[i] & 0x7c00) == 0x7c00);
+            REQUIRE((got[i] & 0x3ff) != 0);
+          } else {
+            REQUIRE(got[i] == want[i]);
+          }
+        }
+      }
+    }
+  }
+  // The reference against known encodings.
+  uint16_t h[6];
+  const float known[6] = {1.0f, -2.0f, 65504.0f, 65520.0f, std::ldexp(1.0f, -24), std::ldexp(1.0f, -25)};
+  ref.kernels->f32_to_f16(known, h, 6);
+  CHECK(h[0] == 0x3c00);
+  CHECK(h[1] == 0xc000);
+  CHECK(h[2] == 0x7bff);
+  CHECK(h[3] == 0x7c00);
+  CHECK(h[4] == 0x0001);
+  CHECK(h[5] == 0x0000);  // exactly half the smallest subnormal: ties to even, zero
+}
+
 TEST_CASE("SummarizeQ8_0Blocks gives each block's quant sum and f32 scale", "[kernels]") {
   BlockQ8_0 blocks[4];
   for (int i = 0; i < 32; ++i) {

@@ -62,6 +62,9 @@ struct KernelTable {
                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
   // Reads one row of an embedding matrix as f32 (any dtype and layout the backend accepts).
   void (*embedding_row)(const MatrixView& w, int64_t row, float* out);
+  // out[i] = x[i] as f16, rounded to nearest even, overflow to infinity, NaN kept NaN (as
+  // Fp32ToFp16; a NaN's payload bits may differ). Writes the f16 KV cache.
+  void (*f32_to_f16)(const float* x, uint16_t* out, int64_t n);
 };
 
 }  // namespace kestrel

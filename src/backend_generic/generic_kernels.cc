@@ -183,9 +183,13 @@ void embedding_row__ref(const MatrixView& w, int64_t row, float* out) {
 bool AlwaysSupported() { return true; }
 bool AcceptsEverything(DType, Layout) { return true; }
 
+void f32_to_f16__ref(const float* x, uint16_t* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = Fp32ToFp16(x[i]);
+}
+
 constexpr KernelTable kKernels = {
     quantize_q8_0__ref, matmul__ref, rmsnorm__ref, rope__ref, softmax__ref, silu_mul__ref, attention__ref,
-    embedding_row__ref,
+    embedding_row__ref, f32_to_f16__ref,
 };
 constexpr Backend kBackend = {"generic", 0, AlwaysSupported, AcceptsEverything, &kKernels};
 

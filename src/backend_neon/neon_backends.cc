@@ -14,6 +14,7 @@ bool Always() { return true; }
 constexpr KernelTable kKernels = {
     quantize_q8_0__neon, matmul__neon,   rmsnorm__neon,   rope__neon,
     softmax__neon,       silu_mul__neon, attention__neon, embedding_row__neon,
+    f32_to_f16__neon,
 };
 constexpr Backend kBackend = {"neon", 10, Always, accepts__neon, &kKernels};
 
@@ -36,6 +37,7 @@ bool CpuSupports() {
 constexpr KernelTable kKernels = {
     neon::quantize_q8_0__neon, matmul__neondot,      neon::rmsnorm__neon,   neon::rope__neon,
     neon::softmax__neon,       neon::silu_mul__neon, neon::attention__neon, neon::embedding_row__neon,
+    neon::f32_to_f16__neon,
 };
 constexpr Backend kBackend = {"neon_dotprod", 20, CpuSupports, neon::accepts__neon, &kKernels};
 

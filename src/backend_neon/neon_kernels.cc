@@ -301,6 +301,19 @@ inline float32x4_t LoadTail(const float* p, int64_t count) {
 
 // ---- Shared with the dotprod backend (see neon_kernels.h) ------------------------------------
 
+// FCVTN rounds as FPCR says: to nearest even unless a program changed it (as x86's MXCSR would
+// change F16C's, which is why that kernel names its rounding instead).
+void f32_to_f16__neon(const float* x, uint16_t* out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) vst1_u16(out + i, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(x + i))));
+  if (i == n) return;
+  float rest[4] = {};
+  uint16_t halves[4];
+  for (int64_t j = i; j < n; ++j) rest[j - i] = x[j];
+  vst1_u16(halves, vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(rest))));
+  for (int64_t j = i; j < n; ++j) out[j] = halves[j - i];
+}
+
 void quantize_q8_0__neon(const float* x, BlockQ8_0* out, int64_t n) {
   for (int64_t b = 0; b < n / kQuantBlockSize; ++b) {
     const float* v = x + b * kQuantBlockSize;

@@ -42,6 +42,7 @@ const KernelTable& Table() {
     t.softmax = Softmax;
     t.silu_mul = SiluMul;
     t.attention = Attention;
+    t.f32_to_f16 = F32ToF16;
     return t;
   }();
   return table;

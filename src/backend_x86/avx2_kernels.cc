@@ -763,6 +763,15 @@ void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
   }
 }
 
+void F32ToF16(const float* x, uint16_t* out, int64_t n) {
+  constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(x + i), kRound));
+  }
+  for (; i < n; ++i) out[i] = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x[i]), kRound), 0));
+}
+
 bool Accepts(DType dtype, Layout layout) {
   if (layout == Layout::kPlain) return true;
   return (layout == Layout::kQ4_0x4 && dtype == DType::kQ4_0) || (layout == Layout::kQ8_0x8 && dtype == DType::kQ8_0);

@@ -15,6 +15,7 @@ void Softmax(float* x, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
+void F32ToF16(const float* x, uint16_t* out, int64_t n);
 // Whether Matmul reads this weight format natively.
 bool Accepts(DType dtype, Layout layout);
 

@@ -289,12 +289,8 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
         const float* kh = kk + h * hd;
         const float* vh = vv + h * hd;
         if (options_.kv_dtype == DType::kF16) {
-          auto* kd = reinterpret_cast<uint16_t*>(k_layer) + at;
-          auto* vd = reinterpret_cast<uint16_t*>(v_layer) + at;
-          for (int64_t i = 0; i < hd; ++i) {
-            kd[i] = Fp32ToFp16(kh[i]);
-            vd[i] = Fp32ToFp16(vh[i]);
-          }
+          k.f32_to_f16(kh, reinterpret_cast<uint16_t*>(k_layer) + at, hd);
+          k.f32_to_f16(vh, reinterpret_cast<uint16_t*>(v_layer) + at, hd);
         } else {
           std::memcpy(reinterpret_cast<float*>(k_layer) + at, kh, hd * sizeof(float));
           std::memcpy(reinterpret_cast<float*>(v_layer) + at, vh, hd * sizeof(float));
