@@ -441,48 +441,55 @@ inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 
 // Prefill over 16 rows of q4_0x4 tiles (four tiles) and 4 tokens. Each broadcast activation word
 // feeds two vpmaddubsw (rows 0-7 and rows 8-15), and the block is walked one 4-byte chunk at a
-// time with the 8 int16 sums (4 tokens x 2 row groups) in registers, so only one chunk of weights
-// is unpacked at once. Against the 8-row tile: a quarter fewer vector operations per product and
-// half the broadcast loads (bench/README.md). The 8-row tile still takes token
-// tails, decode, row remainders and plain rows. Same sums and epilogue as Q4Tile: bit-identical.
+// time with the 8 int16 sums (4 tokens x 2 row groups) in registers. Against the 8-row tile: a
+// quarter fewer vector operations per product and half the broadcast loads (bench/README.md).
+// The 8-row tile still takes token tails, decode, row remainders and plain rows. Same sums and
+// epilogue as Q4Tile: bit-identical.
 constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
 constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
 
 // Memory from p on, as an asm operand that says "this asm reads at and after p" (only a
 // constraint, never accessed as an object). 1 GiB spans the farthest block an asm below reads from
-// its first one (3 tile strides of 72 bytes per block, or 7 token strides of 34) for rows of up
-// to 4 million blocks (128 million columns).
+// its first one (7 token strides of 34 bytes per block) for rows of up to 4 million blocks (128
+// million columns).
 constexpr int64_t kReadFromBytes = int64_t{1} << 30;
 static_assert(7 * 34 * (int64_t{4} << 20) + 256 <= kReadFromBytes, "ReadFrom must span the blocks an asm reads");
 inline const char (&ReadFrom(const void* p))[kReadFromBytes] {
   return *static_cast<const char(*)[kReadFromBytes]>(p);
 }
 
+// Each 16-row strip's weights are unpacked once (UnpackStrip: nibbles to bytes, scales to f32)
+// into a stack buffer that every 4-token tile then reads: 64 tokens unpack each block once
+// instead of 16 times, and the tile's loop loses its vector work for unpacking (llvm-mca Zen 3
+// 72.2 -> 66.4 cycles per block; bench/README.md). Blocks go in chunks of kUnpackBlocks, so the
+// buffer and a tile's activations stay in L1; accumulators cross chunks through y (an f32 store
+// and load are exact, so the sums stay the reference's).
+constexpr int64_t kUnpackBlocks = 32;
+struct alignas(32) UnpackedBlock {
+  __m256 scale[2];      // d of rows 0-7 and 8-15 as f32
+  __m256i chunk[4][4];  // 4-byte chunk k: low nibbles of rows 0-7, their high nibbles, then rows 8-15's
+};
+static_assert(sizeof(UnpackedBlock) == 576, "the assembly addresses chunks at 64 + k * 128 + g * 32");
+
 // The chunk walk of one block is written in assembly because its speed hangs on register
-// allocation: the 8 int16 sums, 4 unpacked weight registers, 2 broadcasts and 2 products need all
-// 16 ymm registers, and GCC's choice of what to spill depends on the surrounding code: the
-// intrinsics, unrolled, ran 36-38 cycles per 1024 multiply-adds in a standalone probe but 46-52
-// inside the library; rolled, with 6 of the 8 sums kept on the stack, 5-10% slower than this
+// allocation: the 8 int16 sums, 4 weight registers, 2 broadcasts and 2 products need all 16 ymm
+// registers, and GCC's choice of what to spill depends on the surrounding code: the intrinsics,
+// unrolled, ran 36-38 cycles per 1024 multiply-adds in a standalone probe but 46-52 inside the
+// library; rolled, with 6 of the 8 sums kept on the stack, 5-10% slower than this
 // (bench/README.md). Here the sums never leave registers; ymm8-ymm15 are scratch. It reads weights
 // and activations through its pointer operands, so it also takes ReadFrom operands (stores to them
 // stay before it): one "m" operand per block read leaves clang 14 without enough address registers,
-// and a "memory" clobber cost ~6% (median of alternated runs). Per chunk k,
-// with the intrinsics it replaces:
-//   lo[g] = chunk & 0x0f, hi[g] = (chunk >> 4) & 0x0f          (SplitNibbles, g = rows 0-7, 8-15)
+// and a "memory" clobber cost ~6% (median of alternated runs). Per chunk k, with the intrinsics it
+// replaces:
+//   lo[g], hi[g] = u->chunk[k][2g], u->chunk[k][2g + 1]        (g = rows 0-7, 8-15; UnpackStrip)
 //   a_lo = broadcast(q + 4k), a_hi = broadcast(q + 16 + 4k)    (Broadcast32, per token)
 //   s[t][g] (+)= maddubs(lo[g], a_lo) + maddubs(hi[g], a_hi)   (k = 0 assigns)
 #define KQ4_CHUNK_LOAD(k)                                         \
-  "vmovdqu " #k "*16+8(%[g0]), %%xmm8\n\t"                        \
-  "vinserti128 $1, " #k "*16+8(%[g1]), %%ymm8, %%ymm8\n\t"        \
-  "vmovdqu " #k "*16+8(%[g2]), %%xmm10\n\t"                       \
-  "vinserti128 $1, " #k "*16+8(%[g3]), %%ymm10, %%ymm10\n\t"      \
-  "vpsrlw $4, %%ymm8, %%ymm9\n\t"                                 \
-  "vpand %[nibble], %%ymm8, %%ymm8\n\t"                           \
-  "vpand %[nibble], %%ymm9, %%ymm9\n\t"                           \
-  "vpsrlw $4, %%ymm10, %%ymm11\n\t"                               \
-  "vpand %[nibble], %%ymm10, %%ymm10\n\t"                         \
-  "vpand %[nibble], %%ymm11, %%ymm11\n\t"
+  "vmovdqa 64+" #k "*128(%[u]), %%ymm8\n\t"                      \
+  "vmovdqa 96+" #k "*128(%[u]), %%ymm9\n\t"                      \
+  "vmovdqa 128+" #k "*128(%[u]), %%ymm10\n\t"                    \
+  "vmovdqa 160+" #k "*128(%[u]), %%ymm11\n\t"
 #define KQ4_BROADCAST(k, q)                                       \
   "vpbroadcastd " #k "*4(%[" #q "]), %%ymm12\n\t"                 \
   "vpbroadcastd " #k "*4+16(%[" #q "]), %%ymm13\n\t"
@@ -507,16 +514,14 @@ inline const char (&ReadFrom(const void* p))[kReadFromBytes] {
 #define KQ4_CHUNK(k, STEP) \
   KQ4_CHUNK_LOAD(k) STEP(k, q0, s00, s01) STEP(k, q1, s10, s11) STEP(k, q2, s20, s21) STEP(k, q3, s30, s31)
 
-// s[t][g]: the int16 sums of block `tile` (4 tiles of 4 rows; g = tiles 0-1, 2-3) against token t's
-// block q[t], before widening.
-inline void Q4WideSums(const uint8_t* const* tile, const int8_t* const* q, __m256i (*s)[2]) {
-  const __m256i nibble = _mm256_set1_epi8(0x0f);
+// s[t][g]: the int16 sums of unpacked block u (g = rows 0-7, 8-15) against token t's block q[t],
+// before widening.
+inline void Q4WideSums(const UnpackedBlock* u, const int8_t* const* q, __m256i (*s)[2]) {
   __asm__(KQ4_CHUNK(0, KQ4_FIRST) KQ4_CHUNK(1, KQ4_NEXT) KQ4_CHUNK(2, KQ4_NEXT) KQ4_CHUNK(3, KQ4_NEXT)
           : [s00] "=&x"(s[0][0]), [s01] "=&x"(s[0][1]), [s10] "=&x"(s[1][0]), [s11] "=&x"(s[1][1]),
             [s20] "=&x"(s[2][0]), [s21] "=&x"(s[2][1]), [s30] "=&x"(s[3][0]), [s31] "=&x"(s[3][1])
-          : [g0] "r"(tile[0]), [g1] "r"(tile[1]), [g2] "r"(tile[2]), [g3] "r"(tile[3]), [q0] "r"(q[0]),
-            [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]), [nibble] "m"(nibble),
-            "m"(ReadFrom(tile[0])), "m"(ReadFrom(q[0]))  // what it reads: tiles and tokens ascend
+          : [u] "r"(u), [q0] "r"(q[0]), [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]),
+            "m"(*u), "m"(ReadFrom(q[0]))  // what it reads: the block, and tokens ascend from q[0]
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
 }
 #undef KQ4_CHUNK
@@ -525,36 +530,59 @@ inline void Q4WideSums(const uint8_t* const* tile, const int8_t* const* q, __m25
 #undef KQ4_BROADCAST
 #undef KQ4_CHUNK_LOAD
 
-inline void Q4WideTile(const uint8_t* data, int64_t blocks, int64_t r0, const BlockQ8_0* const* a,
-                       const int32_t* const* offset, const float* const* a_scale, __m256* acc) {
-  constexpr int kTiles = kQ4WideRows / 4;
-  static_assert(kTiles == 4 && kQ4WideTokens == 4, "Q4WideSums is written for 4 tiles and 4 tokens");
-  for (int64_t b = 0; b < blocks; ++b) {
+// Blocks b0 .. b0 + n - 1 of 16 rows starting at r0, unpacked.
+inline void UnpackStrip(const uint8_t* data, int64_t blocks, int64_t r0, int64_t b0, int64_t n, UnpackedBlock* out) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t* tile[4];
+    for (int j = 0; j < 4; ++j) tile[j] = Q4Tiles::Group(data, blocks, r0 + 4 * j, b0 + i);
+    for (int g = 0; g < 2; ++g) {
+      out[i].scale[g] = _mm256_cvtph_ps(Q4Tiles::Scales(tile[2 * g], tile[2 * g + 1]));
+      for (int k = 0; k < 4; ++k) {
+        SplitNibbles(Q4Tiles::Chunk(tile[2 * g], tile[2 * g + 1], k), nibble, &out[i].chunk[k][2 * g],
+                     &out[i].chunk[k][2 * g + 1]);
+      }
+    }
+  }
+}
+
+// acc[2t + g] += unpacked blocks u[0 .. n-1] against tokens a[t] (offsets and scales aligned with a).
+inline void Q4WideTile(const UnpackedBlock* u, int64_t n, const BlockQ8_0* const* a, const int32_t* const* offset,
+                       const float* const* a_scale, __m256* acc) {
+  static_assert(kQ4WideRows == 16 && kQ4WideTokens == 4, "Q4WideSums is written for 16 rows and 4 tokens");
+  for (int64_t b = 0; b < n; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ4WideMcaId, kQ4WideTokens);
-    const uint8_t* tile[kTiles];
-    for (int i = 0; i < kTiles; ++i) tile[i] = Q4Tiles::Group(data, blocks, r0 + 4 * i, b);
     const int8_t* q[kQ4WideTokens];
     for (int t = 0; t < kQ4WideTokens; ++t) q[t] = a[t][b].qs;
     __m256i s16[kQ4WideTokens][2];
-    Q4WideSums(tile, q, s16);
-    __m256 w_scale[2];
-    for (int g = 0; g < 2; ++g) w_scale[g] = _mm256_cvtph_ps(Q4Tiles::Scales(tile[2 * g], tile[2 * g + 1]));
+    Q4WideSums(u + b, q, s16);
     for (int t = 0; t < kQ4WideTokens; ++t) {
       for (int g = 0; g < 2; ++g) {
-        acc[2 * t + g] = AccumulateQ4Block(acc[2 * t + g], s16[t][g], offset[t][b], w_scale[g], a_scale[t][b]);
+        acc[2 * t + g] = AccumulateQ4Block(acc[2 * t + g], s16[t][g], offset[t][b], u[b].scale[g], a_scale[t][b]);
       }
     }
     KESTREL_MCA_MARK("END", kQ4WideMcaId, kQ4WideTokens);
   }
 }
 
-inline void Q4WideTileStore(const MatrixView& w, const Activations& x, int64_t t0, int64_t chunk0, int64_t r0,
-                            const int32_t* offsets, const float* scales, float* y, int64_t y_stride) {
-  const int64_t blocks = w.columns / 32;
-  const TokenTile<kQ4WideTokens> tile(x, blocks, t0, chunk0, offsets, scales);
+// Tokens t0 .. t0 + 3 against the strip's unpacked blocks b0 .. b0 + n - 1; the accumulators start
+// from zero at block 0 and from y after it.
+inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const Activations& x, int64_t blocks,
+                            int64_t t0, int64_t chunk0, int64_t r0, const int32_t* offsets, const float* scales,
+                            float* y, int64_t y_stride) {
+  TokenTile<kQ4WideTokens> tile(x, blocks, t0, chunk0, offsets, scales);
+  for (int t = 0; t < kQ4WideTokens; ++t) {
+    tile.a[t] += b0;
+    tile.offset[t] += b0;
+    tile.scale[t] += b0;
+  }
   __m256 acc[2 * kQ4WideTokens];
-  for (__m256& v : acc) v = _mm256_setzero_ps();
-  Q4WideTile(static_cast<const uint8_t*>(w.data), blocks, r0, tile.a, tile.offset, tile.scale, acc);
+  for (int t = 0; t < kQ4WideTokens; ++t) {
+    for (int g = 0; g < 2; ++g) {
+      acc[2 * t + g] = b0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + (t0 + t) * y_stride + r0 + 8 * g);
+    }
+  }
+  Q4WideTile(u, n, tile.a, tile.offset, tile.scale, acc);
   for (int t = 0; t < kQ4WideTokens; ++t) {
     for (int g = 0; g < 2; ++g) _mm256_storeu_ps(y + (t0 + t) * y_stride + r0 + 8 * g, acc[2 * t + g]);
   }
@@ -575,12 +603,20 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
     // Rows outer, tokens inner: a strip of weights stays in cache while every token passes.
     int64_t r0 = row_begin;
     if constexpr (Tiles::kWidePrefill) {
-      for (; c1 - c0 >= kQ4WideTokens && r0 + kQ4WideRows <= row_end; r0 += kQ4WideRows) {
-        int64_t t = c0;
-        for (; t + kQ4WideTokens <= c1; t += kQ4WideTokens) Q4WideTileStore(w, x, t, c0, r0, offsets, scales, y, y_stride);
-        if (t == c1) continue;
+      alignas(32) UnpackedBlock strip[kUnpackBlocks];
+      const int64_t wide_end = c0 + (c1 - c0) / kQ4WideTokens * kQ4WideTokens;
+      for (; wide_end > c0 && r0 + kQ4WideRows <= row_end; r0 += kQ4WideRows) {
+        for (int64_t b0 = 0; b0 < blocks; b0 += kUnpackBlocks) {
+          const int64_t n = blocks - b0 < kUnpackBlocks ? blocks - b0 : kUnpackBlocks;
+          UnpackStrip(static_cast<const uint8_t*>(w.data), blocks, r0, b0, n, strip);
+          for (int64_t t = c0; t < wide_end; t += kQ4WideTokens) {
+            Q4WideTileStore(strip, b0, n, x, blocks, t, c0, r0, offsets, scales, y, y_stride);
+          }
+        }
+        if (wide_end == c1) continue;
         for (int64_t r = r0; r < r0 + kQ4WideRows; r += 8) {
-          Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - t), w, x, t, c0, r, true, offsets, scales, y, y_stride);
+          Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - wide_end), w, x, wide_end, c0, r, true, offsets,
+                                              scales, y, y_stride);
         }
       }
     }
