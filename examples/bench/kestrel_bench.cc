@@ -60,41 +60,56 @@ class BandwidthProbe {
     for (size_t i = 0; i < buffer_.size(); i += 512) buffer_[i] = i;  // touch every page
   }
 
-  // GB/s with `threads` threads, best of `reps` passes of each read loop (with and without
-  // software prefetch: which one reads faster depends on the thread count and the moment; in a
-  // read-loop experiment one thread here read 10.4-10.8 GB/s without it and 8.8-10.2 with it, and
-  // the prefetching probe alone gave a limit that one-thread decode exceeded, up to 110%).
+  // GB/s with `threads` threads, best of `reps` passes of each read loop: with and without software
+  // prefetch (which one reads faster depends on the thread count and the moment; in a read-loop
+  // experiment one thread here read 10.4-10.8 GB/s without it and 8.8-10.2 with it, and the
+  // prefetching probe alone gave a limit that one-thread decode exceeded, up to 110%), and each
+  // thread reading 1, 2 or 4 streams at once (the Q8_0 decode kernel reads 4 row groups at once,
+  // which took one thread to 104-110% of the one- and two-stream limits).
   double Measure(int threads, int reps) {
     double best = 0;
     for (int rep = 0; rep < reps; ++rep) {
-      for (bool prefetch : {true, false}) best = std::max(best, Pass(threads, prefetch));
+      for (int streams : {1, 2, 4}) {
+        for (bool prefetch : {true, false}) best = std::max(best, Pass(threads, prefetch, streams));
+      }
     }
     return best;
   }
 
  private:
-  double Pass(int threads, bool prefetch) {
+  double Pass(int threads, bool prefetch, int streams) {
     std::atomic<uint64_t> sink{0};
     const auto start = Clock::now();
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         const size_t begin = buffer_.size() * t / threads, end = buffer_.size() * (t + 1) / threads;
+        // The thread's share as `streams` equal parts read side by side, one cache line of each per
+        // step; the prefetching loop runs 32 KB ahead in each, as the decode kernels do.
+        const size_t part = (end - begin) / streams / 8 * 8;
         uint64_t a = 0, b = 0, c = 0, d = 0;
-        // One cache line per step; the prefetching loop runs 32 KB ahead, as the decode kernels do.
-        for (size_t i = begin; i + 8 <= end; i += 8) {
-          if (prefetch) __builtin_prefetch(buffer_.data() + i + 4096);
-          a += buffer_[i] + buffer_[i + 4];
-          b += buffer_[i + 1] + buffer_[i + 5];
-          c += buffer_[i + 2] + buffer_[i + 6];
-          d += buffer_[i + 3] + buffer_[i + 7];
+        for (size_t i = 0; i + 8 <= part; i += 8) {
+          for (int s = 0; s < streams; ++s) {
+            const uint64_t* line = buffer_.data() + begin + s * part + i;
+            if (prefetch) __builtin_prefetch(line + 4096);
+            a += line[0] + line[4];
+            b += line[1] + line[5];
+            c += line[2] + line[6];
+            d += line[3] + line[7];
+          }
         }
         sink += a + b + c + d;
       });
     }
     for (auto& th : pool) th.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    return static_cast<double>(buffer_.size() * 8) / seconds / 1e9;
+    // Bytes read: whole parts of each thread's share (a remainder under 8 * streams values is left).
+    size_t bytes = 0;
+    for (int t = 0; t < threads; ++t) {
+      const size_t begin = buffer_.size() * t / threads, end = buffer_.size() * (t + 1) / threads;
+      bytes += (end - begin) / streams / 8 * 8 * streams * 8;
+    }
+    return static_cast<double>(bytes) / seconds / 1e9;
   }
 
   std::vector<uint64_t> buffer_;

@@ -764,8 +764,55 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 }
 
 // Rows [row_begin, row_end) in whole 8-row tiles (a q8_0x8 matrix has no other kind).
+// Decode: one token against G 8-row groups at once, one from each G-th part of the row range, so
+// G weight streams are in flight: one stream left a thread 20% short of the bandwidth that 2-4
+// reach (2, 4 and 8 measured; 8 was slower than 1. bench/README.md).
+constexpr int kQ8DecodeStreams = 4;
+
+template <int G>
+inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const BlockQ8_0* a, const float* a_scale,
+                           __m256* acc) {
+  const __m256i row_order = Q8RowOrder();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* qa[1] = {a[b].qs};
+    for (int g = 0; g < G; ++g) {
+      const uint8_t* group = first[g] + b * 34 * 8;
+      for (int line = 0; line < 5; ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64 * line, _MM_HINT_T0);
+      }
+      const __m256 w_scale = _mm256_permutevar8x32_ps(
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), row_order);
+      __m256i s32[1];
+      Q8Sums<1>(group + 16, qa, s32);
+      const __m256 scale = _mm256_mul_ps(w_scale, _mm256_broadcast_ss(a_scale + b));
+      acc[g] = _mm256_add_ps(acc[g], _mm256_mul_ps(_mm256_cvtepi32_ps(s32[0]), scale));
+    }
+  }
+}
+
 void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                   int64_t row_end) {
+  if (x.n_tokens == 1) {
+    constexpr int G = kQ8DecodeStreams;
+    const int64_t blocks = w.columns / 32;
+    const auto* data = static_cast<const uint8_t*>(w.data);
+    const int64_t part = (row_end - row_begin) / 8 / G;  // groups per stream
+    for (int64_t i = 0; i < part; ++i) {
+      const uint8_t* first[G];
+      int64_t rows[G];
+      __m256 acc[G];
+      for (int g = 0; g < G; ++g) {
+        rows[g] = row_begin + 8 * (g * part + i);
+        first[g] = data + (rows[g] / 8) * blocks * 34 * 8;
+        acc[g] = _mm256_setzero_ps();
+      }
+      Q8DecodeGroups<G>(first, blocks, x.q8_0, x.q8_0_scales, acc);
+      for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + rows[g], _mm256_permutevar8x32_ps(acc[g], Q8RowOrder()));
+    }
+    // Groups left over (fewer than G).
+    for (int64_t r0 = row_begin + 8 * G * part; r0 < row_end; r0 += 8) Q8TileStore<1>(w, x, 0, r0, y, y_stride);
+    return;
+  }
   for (int64_t r0 = row_begin; r0 < row_end; r0 += 8) {
     int64_t t = 0;
     for (; t + kQ8TokenTile <= x.n_tokens; t += kQ8TokenTile) Q8TileStore<kQ8TokenTile>(w, x, t, r0, y, y_stride);
