@@ -588,6 +588,38 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
   }
 }
 
+// Decode over tiles: one token against G 8-row groups at once, one from each G-th part of the row
+// range, so 2G weight streams (two tiles per group) are in flight; the token's broadcast words
+// serve every group. As Q4Tile with one token: bit-identical.
+constexpr int kQ4DecodeStreams = 2;
+
+template <int G>
+inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* rows, const BlockQ8_0* a,
+                           const int32_t* offset, const float* a_scale, __m256* acc) {
+  const __m256i nibble = _mm256_set1_epi8(0x0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int8_t* q = a[b].qs;
+    __m256i a_lo[4], a_hi[4];
+    for (int k = 0; k < 4; ++k) {
+      a_lo[k] = Broadcast32(q + 4 * k);
+      a_hi[k] = Broadcast32(q + 16 + 4 * k);
+    }
+    for (int g = 0; g < G; ++g) {
+      Q4Chunks w;
+      Q4Tiles::Load(data, blocks, rows[g], rows[g] + 4, b, &w);
+      __m256i lo, hi;
+      SplitNibbles(w.chunk[0], nibble, &lo, &hi);
+      __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo[0]), _mm256_maddubs_epi16(hi, a_hi[0]));
+      for (int k = 1; k < 4; ++k) {
+        SplitNibbles(w.chunk[k], nibble, &lo, &hi);
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, a_lo[k]));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, a_hi[k]));
+      }
+      acc[g] = AccumulateQ4Block(acc[g], s16, offset[b], _mm256_cvtph_ps(w.scales), a_scale[b]);
+    }
+  }
+}
+
 // Rows [row_begin, row_end) in whole 4-row tiles; at most kOffsetBudget blocks per row.
 template <typename Tiles>
 void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
@@ -618,6 +650,24 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
           Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - wide_end), w, x, wide_end, c0, r, true, offsets,
                                               scales, y, y_stride);
         }
+      }
+    }
+    if constexpr (Tiles::kWidePrefill) {
+      if (c1 - c0 == 1) {
+        constexpr int G = kQ4DecodeStreams;
+        const int64_t part = (row_end - r0) / 8 / G;  // whole 8-row groups per stream
+        for (int64_t i = 0; i < part; ++i) {
+          int64_t rows[G];
+          __m256 acc[G];
+          for (int g = 0; g < G; ++g) {
+            rows[g] = r0 + 8 * (g * part + i);
+            acc[g] = _mm256_setzero_ps();
+          }
+          Q4DecodeGroups<G>(static_cast<const uint8_t*>(w.data), blocks, rows, x.q8_0 + c0 * blocks, offsets, scales,
+                            acc);
+          for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + c0 * y_stride + rows[g], acc[g]);
+        }
+        r0 += 8 * G * part;
       }
     }
     for (; r0 < row_end; r0 += 8) {
