@@ -462,7 +462,7 @@ inline const char (&ReadFrom(const void* p))[kReadFromBytes] {
 // Each 16-row strip's weights are unpacked once (UnpackStrip: nibbles to bytes, scales to f32)
 // into a stack buffer that every 4-token tile then reads: 64 tokens unpack each block once
 // instead of 16 times, and the tile's loop loses its vector work for unpacking (llvm-mca Zen 3
-// 72.2 -> 66.4 cycles per block; bench/README.md). Blocks go in chunks of kUnpackBlocks, so the
+// 72.2 -> 63.7 cycles per block; bench/README.md). Blocks go in chunks of kUnpackBlocks, so the
 // buffer and a tile's activations stay in L1; accumulators cross chunks through y (an f32 store
 // and load are exact, so the sums stay the reference's).
 constexpr int64_t kUnpackBlocks = 32;
