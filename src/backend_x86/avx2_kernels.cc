@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "backend/mca_mark.h"
 
@@ -287,7 +288,6 @@ struct Q4Chunks {
 // 4-row remainder), whose lanes are then never stored.
 struct Q4Tiles {
   static constexpr int kMcaId = 21;  // scripts/llvm-mca-x86.sh
-  static constexpr bool kWidePrefill = true;  // Q4WideTile reads this layout
   // Block b of the tile holding `row`, prefetched kQ4PrefetchBytes ahead (decode streams them).
   static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
     const uint8_t* group = data + ((row / 4) * blocks + b) * 72;
@@ -315,7 +315,6 @@ struct Q4Tiles {
 // Plain rows are brought into the same arrangement with a 4x4 transpose of 32-bit chunks.
 struct Q4Rows {
   static constexpr int kMcaId = 23;
-  static constexpr bool kWidePrefill = false;  // plain rows would need a transpose per chunk
   static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
     uint16_t d[4];
@@ -439,11 +438,11 @@ inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t
   }
 }
 
-// Prefill over 16 rows of q4_0x4 tiles (four tiles) and 4 tokens. Each broadcast activation word
+// Prefill over 16 rows (four q4_0x4 tiles, or 16 plain rows) and 4 tokens. Each broadcast activation word
 // feeds two vpmaddubsw (rows 0-7 and rows 8-15), and the block is walked one 4-byte chunk at a
 // time with the 8 int16 sums (4 tokens x 2 row groups) in registers. Against the 8-row tile: a
 // quarter fewer vector operations per product and half the broadcast loads (bench/README.md).
-// The 8-row tile still takes token tails, decode, row remainders and plain rows. Same sums and
+// The 8-row tile still takes token tails, decode and row remainders. Same sums and
 // epilogue as Q4Tile: bit-identical.
 constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
@@ -530,24 +529,25 @@ inline void Q4WideSums(const UnpackedBlock* u, const int8_t* const* q, __m256i (
 #undef KQ4_BROADCAST
 #undef KQ4_CHUNK_LOAD
 
-// Blocks b0 .. b0 + n - 1 of 16 rows starting at r0, unpacked.
+// Blocks b0 .. b0 + n - 1 of 16 rows starting at r0, unpacked (tiles as they lie, plain rows
+// transposed by their loader).
+template <typename Tiles>
 inline void UnpackStrip(const uint8_t* data, int64_t blocks, int64_t r0, int64_t b0, int64_t n, UnpackedBlock* out) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t i = 0; i < n; ++i) {
-    const uint8_t* tile[4];
-    for (int j = 0; j < 4; ++j) tile[j] = Q4Tiles::Group(data, blocks, r0 + 4 * j, b0 + i);
     for (int g = 0; g < 2; ++g) {
-      out[i].scale[g] = _mm256_cvtph_ps(Q4Tiles::Scales(tile[2 * g], tile[2 * g + 1]));
-      for (int k = 0; k < 4; ++k) {
-        SplitNibbles(Q4Tiles::Chunk(tile[2 * g], tile[2 * g + 1], k), nibble, &out[i].chunk[k][2 * g],
-                     &out[i].chunk[k][2 * g + 1]);
-      }
+      Q4Chunks w;
+      Tiles::Load(data, blocks, r0 + 8 * g, r0 + 8 * g + 4, b0 + i, &w);
+      out[i].scale[g] = _mm256_cvtph_ps(w.scales);
+      for (int k = 0; k < 4; ++k) SplitNibbles(w.chunk[k], nibble, &out[i].chunk[k][2 * g], &out[i].chunk[k][2 * g + 1]);
     }
   }
 }
 
 // acc[2t + g] += unpacked blocks u[0 .. n-1] against tokens a[t] (offsets and scales aligned with a).
-inline void Q4WideTile(const UnpackedBlock* u, int64_t n, const BlockQ8_0* const* a, const int32_t* const* offset,
+// Forced inline: once plain rows took this loop too, GCC called one shared copy out of line and
+// tiled prefill ran ~8% slower (alternated pp64 runs); inlined into Q4WideTileStore, as before.
+__attribute__((always_inline)) inline void Q4WideTile(const UnpackedBlock* u, int64_t n, const BlockQ8_0* const* a, const int32_t* const* offset,
                        const float* const* a_scale, __m256* acc) {
   static_assert(kQ4WideRows == 16 && kQ4WideTokens == 4, "Q4WideSums is written for 16 rows and 4 tokens");
   for (int64_t b = 0; b < n; ++b) {
@@ -634,13 +634,13 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
     const float* scales = x.q8_0_scales + c0 * blocks;
     // Rows outer, tokens inner: a strip of weights stays in cache while every token passes.
     int64_t r0 = row_begin;
-    if constexpr (Tiles::kWidePrefill) {
+    {
       alignas(32) UnpackedBlock strip[kUnpackBlocks];
       const int64_t wide_end = c0 + (c1 - c0) / kQ4WideTokens * kQ4WideTokens;
       for (; wide_end > c0 && r0 + kQ4WideRows <= row_end; r0 += kQ4WideRows) {
         for (int64_t b0 = 0; b0 < blocks; b0 += kUnpackBlocks) {
           const int64_t n = blocks - b0 < kUnpackBlocks ? blocks - b0 : kUnpackBlocks;
-          UnpackStrip(static_cast<const uint8_t*>(w.data), blocks, r0, b0, n, strip);
+          UnpackStrip<Tiles>(static_cast<const uint8_t*>(w.data), blocks, r0, b0, n, strip);
           for (int64_t t = c0; t < wide_end; t += kQ4WideTokens) {
             Q4WideTileStore(strip, b0, n, x, blocks, t, c0, r0, offsets, scales, y, y_stride);
           }
@@ -652,7 +652,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
         }
       }
     }
-    if constexpr (Tiles::kWidePrefill) {
+    if constexpr (std::is_same_v<Tiles, Q4Tiles>) {
       if (c1 - c0 == 1) {
         constexpr int G = kQ4DecodeStreams;
         const int64_t part = (row_end - r0) / 8 / G;  // whole 8-row groups per stream
