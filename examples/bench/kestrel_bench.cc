@@ -78,7 +78,7 @@ class BandwidthProbe {
 
  private:
   double Pass(int threads, bool prefetch, int streams) {
-    std::atomic<uint64_t> sink{0};
+    std::atomic<uint64_t> sink{0}, bytes{0};
     const auto start = Clock::now();
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
@@ -99,17 +99,12 @@ class BandwidthProbe {
           }
         }
         sink += a + b + c + d;
+        bytes += part * streams * sizeof(uint64_t);  // a remainder under 8 * streams values is left
       });
     }
     for (auto& th : pool) th.join();
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    // Bytes read: whole parts of each thread's share (a remainder under 8 * streams values is left).
-    size_t bytes = 0;
-    for (int t = 0; t < threads; ++t) {
-      const size_t begin = buffer_.size() * t / threads, end = buffer_.size() * (t + 1) / threads;
-      bytes += (end - begin) / streams / 8 * 8 * streams * 8;
-    }
-    return static_cast<double>(bytes) / seconds / 1e9;
+    return static_cast<double>(bytes.load()) / seconds / 1e9;
   }
 
   std::vector<uint64_t> buffer_;

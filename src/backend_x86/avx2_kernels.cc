@@ -438,12 +438,12 @@ inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t
   }
 }
 
-// Prefill over 16 rows (four q4_0x4 tiles, or 16 plain rows) and 4 tokens. Each broadcast activation word
-// feeds two vpmaddubsw (rows 0-7 and rows 8-15), and the block is walked one 4-byte chunk at a
-// time with the 8 int16 sums (4 tokens x 2 row groups) in registers. Against the 8-row tile: a
-// quarter fewer vector operations per product and half the broadcast loads (bench/README.md).
-// The 8-row tile still takes token tails, decode and row remainders. Same sums and
-// epilogue as Q4Tile: bit-identical.
+// Prefill over 16 rows (four q4_0x4 tiles, or 16 plain rows) and 4 tokens. Each broadcast
+// activation word feeds two vpmaddubsw (rows 0-7 and rows 8-15), and the block is walked one
+// 4-byte chunk at a time with the 8 int16 sums (4 tokens x 2 row groups) in registers. Against the
+// 8-row tile: a quarter fewer vector operations per product and half the broadcast loads
+// (bench/README.md). The 8-row tile still takes token tails, decode and row remainders. Same sums
+// and epilogue as Q4Tile: bit-identical.
 constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
 constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
@@ -547,8 +547,9 @@ inline void UnpackStrip(const uint8_t* data, int64_t blocks, int64_t r0, int64_t
 // acc[2t + g] += unpacked blocks u[0 .. n-1] against tokens a[t] (offsets and scales aligned with a).
 // Forced inline: once plain rows took this loop too, GCC called one shared copy out of line and
 // tiled prefill ran ~8% slower (alternated pp64 runs); inlined into Q4WideTileStore, as before.
-__attribute__((always_inline)) inline void Q4WideTile(const UnpackedBlock* u, int64_t n, const BlockQ8_0* const* a, const int32_t* const* offset,
-                       const float* const* a_scale, __m256* acc) {
+__attribute__((always_inline)) inline void Q4WideTile(const UnpackedBlock* u, int64_t n, const BlockQ8_0* const* a,
+                                                      const int32_t* const* offset, const float* const* a_scale,
+                                                      __m256* acc) {
   static_assert(kQ4WideRows == 16 && kQ4WideTokens == 4, "Q4WideSums is written for 16 rows and 4 tokens");
   for (int64_t b = 0; b < n; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ4WideMcaId, kQ4WideTokens);
@@ -634,22 +635,20 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
     const float* scales = x.q8_0_scales + c0 * blocks;
     // Rows outer, tokens inner: a strip of weights stays in cache while every token passes.
     int64_t r0 = row_begin;
-    {
-      alignas(32) UnpackedBlock strip[kUnpackBlocks];
-      const int64_t wide_end = c0 + (c1 - c0) / kQ4WideTokens * kQ4WideTokens;
-      for (; wide_end > c0 && r0 + kQ4WideRows <= row_end; r0 += kQ4WideRows) {
-        for (int64_t b0 = 0; b0 < blocks; b0 += kUnpackBlocks) {
-          const int64_t n = blocks - b0 < kUnpackBlocks ? blocks - b0 : kUnpackBlocks;
-          UnpackStrip<Tiles>(static_cast<const uint8_t*>(w.data), blocks, r0, b0, n, strip);
-          for (int64_t t = c0; t < wide_end; t += kQ4WideTokens) {
-            Q4WideTileStore(strip, b0, n, x, blocks, t, c0, r0, offsets, scales, y, y_stride);
-          }
+    alignas(32) UnpackedBlock strip[kUnpackBlocks];
+    const int64_t wide_end = c0 + (c1 - c0) / kQ4WideTokens * kQ4WideTokens;
+    for (; wide_end > c0 && r0 + kQ4WideRows <= row_end; r0 += kQ4WideRows) {
+      for (int64_t b0 = 0; b0 < blocks; b0 += kUnpackBlocks) {
+        const int64_t n = blocks - b0 < kUnpackBlocks ? blocks - b0 : kUnpackBlocks;
+        UnpackStrip<Tiles>(static_cast<const uint8_t*>(w.data), blocks, r0, b0, n, strip);
+        for (int64_t t = c0; t < wide_end; t += kQ4WideTokens) {
+          Q4WideTileStore(strip, b0, n, x, blocks, t, c0, r0, offsets, scales, y, y_stride);
         }
-        if (wide_end == c1) continue;
-        for (int64_t r = r0; r < r0 + kQ4WideRows; r += 8) {
-          Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - wide_end), w, x, wide_end, c0, r, true, offsets,
-                                              scales, y, y_stride);
-        }
+      }
+      if (wide_end == c1) continue;
+      for (int64_t r = r0; r < r0 + kQ4WideRows; r += 8) {
+        Q4TileTail<kQ4TokenTile - 1, Tiles>(static_cast<int>(c1 - wide_end), w, x, wide_end, c0, r, true, offsets,
+                                            scales, y, y_stride);
       }
     }
     if constexpr (std::is_same_v<Tiles, Q4Tiles>) {
@@ -763,20 +762,26 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
 #undef KQ8_PRODUCTS
 #undef KQ8_CHUNK_LOAD
 
+// One 8-row block of a q8_0x8 tile: its 272 bytes kQ8PrefetchBytes ahead are prefetched (decode
+// streams them), and its 8 scales come back as f32 in the registers' row order.
+inline void Q8PrefetchAhead(const uint8_t* group) {
+  for (int line = 0; line < 5; ++line) {
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64 * line, _MM_HINT_T0);
+  }
+}
+inline __m256 Q8WeightScales(const uint8_t* group) {
+  return _mm256_permutevar8x32_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))),
+                                  Q8RowOrder());
+}
+
 template <int T>
 inline void Q8Tile(const uint8_t* group0, int64_t blocks, const BlockQ8_0* const* a, const float* const* a_scale,
                    __m256* acc) {
-  const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
     KESTREL_MCA_MARK("BEGIN", kQ8McaId, T);
     const uint8_t* group = group0 + b * 34 * 8;
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 128, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 192, _MM_HINT_T0);
-    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 256, _MM_HINT_T0);
-    const __m256 w_scale = _mm256_permutevar8x32_ps(
-        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), row_order);
+    Q8PrefetchAhead(group);
+    const __m256 w_scale = Q8WeightScales(group);
     const int8_t* qa[T];
     for (int t = 0; t < T; ++t) qa[t] = a[t][b].qs;
     __m256i s32[T];
@@ -813,7 +818,6 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
   }
 }
 
-// Rows [row_begin, row_end) in whole 8-row tiles (a q8_0x8 matrix has no other kind).
 // Decode: one token against G 8-row groups at once, one from each G-th part of the row range, so
 // G weight streams are in flight: one stream left a thread 20% short of the bandwidth that 2-4
 // reach (2, 4 and 8 measured; 8 was slower than 1. bench/README.md).
@@ -822,16 +826,12 @@ constexpr int kQ8DecodeStreams = 4;
 template <int G>
 inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const BlockQ8_0* a, const float* a_scale,
                            __m256* acc) {
-  const __m256i row_order = Q8RowOrder();
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* qa[1] = {a[b].qs};
     for (int g = 0; g < G; ++g) {
       const uint8_t* group = first[g] + b * 34 * 8;
-      for (int line = 0; line < 5; ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64 * line, _MM_HINT_T0);
-      }
-      const __m256 w_scale = _mm256_permutevar8x32_ps(
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(group))), row_order);
+      Q8PrefetchAhead(group);
+      const __m256 w_scale = Q8WeightScales(group);
       __m256i s32[1];
       Q8Sums<1>(group + 16, qa, s32);
       const __m256 scale = _mm256_mul_ps(w_scale, _mm256_broadcast_ss(a_scale + b));
@@ -840,6 +840,7 @@ inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const Bl
   }
 }
 
+// Rows [row_begin, row_end) in whole 8-row tiles (a q8_0x8 matrix has no other kind).
 void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                   int64_t row_end) {
   if (x.n_tokens == 1) {
