@@ -4,8 +4,8 @@
 # them (-O3 -ffp-contract=off and the unit's ISA flags, no -mtune) plus -DKESTREL_LLVM_MCA, which
 # only marks each block loop (src/backend/mca_mark.h), then run through llvm-mca's models of a few
 # CPUs. Writes bench/x86-mca.md: cycles per loop iteration (one weight block of 8 or 16 rows against
-# a tile of tokens) and int8 operations (2 per multiply-add) per cycle. The AVX-512 rows are the
-# only speed figures for that backend until it runs on such a CPU.
+# a tile of tokens) and int8 operations (2 per multiply-add) per cycle. LLVM 14 has no Zen 4/5
+# model, so the AVX-512 rows use Intel's; bench/README.md has what a Zen 5 measured.
 # Usage: scripts/llvm-mca-x86.sh [output.md]    (needs g++ and llvm; runs on any machine)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,11 +25,11 @@ label[k21t1]="avx2, Q4_0 q4_0x4, 1 token (decode)";            rows[k21t1]=8
 label[k24t4]="avx2, Q4_0 q4_0x4 16 rows, 4 tokens (prefill)";  rows[k24t4]=16
 label[k22t8]="avx2, Q8_0 q8_0x8, 8 tokens (prefill)";          rows[k22t8]=8
 label[k22t1]="avx2, Q8_0 q8_0x8, 1 token (decode)";            rows[k22t1]=8
-label[k31t8]="avx512_vnni, Q4_0 q4_0x4, 8 tokens (prefill)";   rows[k31t8]=16
-label[k31t1]="avx512_vnni, Q4_0 q4_0x4, 1 token (decode)";     rows[k31t1]=16
-label[k32t8]="avx512_vnni, Q8_0 q8_0x8, 8 tokens (prefill)";   rows[k32t8]=16
-label[k32t1]="avx512_vnni, Q8_0 q8_0x8, 1 token (decode)";     rows[k32t1]=16
-order=(k24t4 k21t4 k21t1 k22t8 k22t1 k31t8 k31t1 k32t8 k32t1)
+label[k35t6]="avx512_vnni, unpacked 32-row strip, 6 tokens (prefill)"; rows[k35t6]=32
+label[k36t8]="avx512_vnni, unpacked 16-row strip, 8 tokens (prefill tail rows)"; rows[k36t8]=16
+label[k31t1]="avx512_vnni, Q4_0 q4_0x4, 1 token x 2 row groups (decode)"; rows[k31t1]=32
+label[k32t1]="avx512_vnni, Q8_0 q8_0x8, 1 token x 2 row groups (decode)"; rows[k32t1]=32
+order=(k24t4 k21t4 k21t1 k22t8 k22t1 k35t6 k36t8 k31t1 k32t1)
 # Zen 3 is the machine the AVX2 figures in bench/README.md were measured on; the Intel models stand
 # for the AVX-512 VNNI Xeons the x86 issue's targets were set on.
 avx2_cpus=(znver3 skylake icelake-server)

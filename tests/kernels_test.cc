@@ -198,7 +198,7 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
 }
 
 // Quantized products as prefill and decode call them: every token count from 1 to 17 (past any
-// token tile of 8 or 16 plus a remainder), rows past a 16-row group, split into ranges that do not
+// token tile of 8 or 16 plus a remainder) and 300 (past a chunk of tokens), rows past a 16-row group, split into ranges that do not
 // start on a multiple of 16, and rows of thousands of blocks (past any per-call stack budget).
 TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for wide rows", "[kernels][conformance]") {
   const Backend& ref = Generic();
@@ -212,6 +212,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
       {96, all_tokens},
       {32 * 2107, {1, 3, 9, 17}},
       {32 * 8193, {1, 3}},  // past avx2's 8192-block stack budget: its fallback path
+      {64, {300}},          // past avx512_vnni's 256-token chunk
   };
   for (const Backend* b : CompiledBackends()) {
     if (!b->cpu_supports()) {

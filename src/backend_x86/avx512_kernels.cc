@@ -7,12 +7,16 @@
 // A zmm holds 16 weight rows, one per 32-bit lane. Each weight block (32 columns) of 16 rows is
 // rearranged into eight registers u[k] whose lane i holds the 4 bytes of row i that multiply
 // activation bytes 4k..4k+3, the same bytes for every lane: one 32-bit broadcast per register, so
-// VPDPBUSD sums each row's 32 products in its own lane and no horizontal reduction is needed. The
-// rearrangement is done once per block and reused by every token of a tile (prefill). VPDPBUSD
-// multiplies unsigned by signed bytes: Q4_0 nibbles go in as they are (0..15) and Q8_0 quants as
-// w + 128, and zero_point * sum(a) is subtracted once per block. Integer sums are exact, and each
-// row's float accumulation is the reference's (blocks in ascending order, acc + float(sum) *
-// (d_w * d_a) with a separate multiply and add), so results are bit-identical to the generic backend.
+// VPDPBUSD sums each row's 32 products in its own lane and no horizontal reduction is needed.
+// VPDPBUSD multiplies unsigned by signed bytes: Q4_0 nibbles go in as they are (0..15) and Q8_0
+// quants as w + 128, and zero_point * sum(a) is subtracted once per block. Integer sums are exact,
+// and each row's float accumulation is the reference's (blocks in ascending order, acc +
+// float(sum) * (d_w * d_a) with a separate multiply and add), so results are bit-identical to the
+// generic backend.
+//
+// Prefill rearranges each block once into a stack buffer that every token tile reads (32 rows x 6
+// tokens per tile, so each activation broadcast feeds two VPDPBUSD: this CPU loads only two vectors
+// per cycle). Decode rearranges as it streams, two row groups at a time. Figures: bench/README.md.
 #include "backend_x86/avx512_kernels.h"
 
 #if defined(KESTREL_AVX512_VIA_SIMDE)
@@ -41,17 +45,18 @@
 namespace kestrel::KESTREL_AVX512_NAMESPACE {
 namespace {
 
-constexpr int kRows = 16;             // weight rows per register, one per 32-bit lane
-constexpr int kTokenTile = 8;         // tokens sharing each rearranged weight block in prefill
-constexpr int64_t kBlockChunk = 256;  // blocks whose activation sums are kept on the stack at once
-// How far ahead of each tile stream the tiled loaders prefetch: the distances measured best for
-// the AVX2 kernels (bench/README.md), which read the same tiles in the same order. A 16-row strip's
-// streams are consecutive regions of memory, so each prefetch lands ahead of the strip as a whole.
-// Not tuned on AVX-512 hardware (none was available).
+constexpr int kRows = 16;      // weight rows per register, one per 32-bit lane
+constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
+// How far ahead of each tile stream decode prefetches: the distances measured best for the AVX2
+// kernels (bench/README.md), which read the same tiles in the same order. A 16-row strip's streams
+// are consecutive regions of memory, so each prefetch lands ahead of the strip as a whole.
 constexpr int kQ4StreamPrefetchBytes = 32768;
 constexpr int kQ8StreamPrefetchBytes = 8192;
 
-inline void Prefetch(const uint8_t* p) { _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0); }
+// In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
+// once it was called from more than one place, and deleted the calls (every prefetch was gone from
+// the unit, decode lost ~10%).
+inline void PrefetchLine(const uint8_t* p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
 
 // 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
 // SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit halves.
@@ -134,14 +139,27 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 struct TiledQ4_0x4 {
   static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
   static constexpr int32_t kZeroPoint = 8;
+  // Decode: the tile streams kQ4StreamPrefetchBytes ahead of block b.
+  static void PrefetchAhead(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int t = 0; t * 4 < n_rows; ++t) {
+      const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72 + kQ4StreamPrefetchBytes;
+      PrefetchLine(group);
+      PrefetchLine(group + 64);
+    }
+  }
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int t = 0; t * 4 < n_rows; ++t) {
+      const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+      PrefetchLine(group);  // a 72-byte group spans at most two lines
+      PrefetchLine(group + 71);
+    }
+  }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     __m512i tile[4];
     long long scales[4];
     for (int t = 0; t < 4; ++t) {
       if (t * 4 < n_rows) {
         const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
-        Prefetch(group + kQ4StreamPrefetchBytes);  // a 72-byte group spans at most two lines
-        Prefetch(group + kQ4StreamPrefetchBytes + 64);
         std::memcpy(&scales[t], group, 8);
         tile[t] = _mm512_loadu_si512(group + 8);
       } else {
@@ -178,6 +196,15 @@ constexpr LaneIndex kQ4Step2[2] = {
 struct PlainQ4_0 {
   static constexpr int kMcaId = 33;
   static constexpr int32_t kZeroPoint = 8;
+  // Decode: 16 row streams, which the hardware prefetchers follow.
+  static void PrefetchAhead(const uint8_t*, int64_t, int64_t, int, int64_t) {}
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int i = 0; i < n_rows; ++i) {
+      const uint8_t* block = data + ((r0 + i) * blocks + b) * 18;
+      PrefetchLine(block);
+      PrefetchLine(block + 17);
+    }
+  }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
     __m128i row[kRows];
@@ -218,13 +245,24 @@ constexpr LaneIndex kQ8TiledPick[2] = {
 struct TiledQ8_0x8 {
   static constexpr int kMcaId = 32;
   static constexpr int32_t kZeroPoint = 128;
+  static void PrefetchAhead(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int t = 0; t * 8 < n_rows; ++t) {
+      const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272 + kQ8StreamPrefetchBytes;
+      for (int line = 0; line < 5; ++line) PrefetchLine(group + 64 * line);
+    }
+  }
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int t = 0; t * 8 < n_rows; ++t) {
+      const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
+      for (int line = 0; line < 5; ++line) PrefetchLine(group + 64 * line);  // 272 bytes span at most 5 lines
+    }
+  }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     __m512i part[2][4];
     __m128i scales[2];
     for (int t = 0; t < 2; ++t) {
       if (t * 8 < n_rows) {
         const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
-        for (int line = 0; line < 5; ++line) Prefetch(group + kQ8StreamPrefetchBytes + 64 * line);
         scales[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(group));
         for (int q = 0; q < 4; ++q) part[t][q] = _mm512_loadu_si512(group + 16 + q * 64);
       } else {
@@ -260,6 +298,15 @@ constexpr LaneIndex kQ8Step3[2] = {
 struct PlainQ8_0 {
   static constexpr int kMcaId = 34;
   static constexpr int32_t kZeroPoint = 128;
+  // Decode: 16 row streams, which the hardware prefetchers follow.
+  static void PrefetchAhead(const uint8_t*, int64_t, int64_t, int, int64_t) {}
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int i = 0; i < n_rows; ++i) {
+      const uint8_t* block = data + ((r0 + i) * blocks + b) * 34;
+      PrefetchLine(block);
+      PrefetchLine(block + 33);
+    }
+  }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
     __m256i row[kRows];
@@ -293,12 +340,6 @@ struct PlainQ8_0 {
   }
 };
 
-// Per token of a tile and block of a chunk: zero_point * sum(a) and d_a.
-struct ActivationSums {
-  int32_t offset[kTokenTile][kBlockChunk];
-  float scale[kTokenTile][kBlockChunk];
-};
-
 // y rows r0 .. r0 + n - 1 of one token (partial sums between block chunks round-trip exactly).
 inline __m512 LoadRows(const float* y, int n) {
   if (n == kRows) return _mm512_loadu_ps(y);
@@ -317,47 +358,200 @@ inline void StoreRows(float* y, __m512 v, int n) {
   for (int i = 0; i < n; ++i) y[i] = tmp[i];
 }
 
-// Rows r0 .. r0 + n_rows - 1 for kTokens tokens (a: the first one's activation blocks, y: its output
-// row) over blocks [b0, b1), continuing the sums already in y when b0 > 0. The token count is a
-// template argument so the accumulators stay in registers.
-template <typename Weights, int kTokens>
-void RowGroup(const uint8_t* data, int64_t blocks, const BlockQ8_0* a, const ActivationSums& sums, int64_t b0,
-              int64_t b1, int64_t r0, int n_rows, float* y, int64_t y_stride) {
-  __m512 acc[kTokens];
-  for (int t = 0; t < kTokens; ++t) acc[t] = b0 == 0 ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + r0, n_rows);
-  for (int64_t b = b0; b < b1; ++b) {
-    KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, kTokens);
-    WeightBlock w;
-    Weights::Load(data, blocks, r0, n_rows, b, &w);
-    for (int t = 0; t < kTokens; ++t) {
-      const int8_t* qs = a[t * blocks + b].qs;
-      // Two independent chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
-      __m512i low = _mm512_set1_epi32(-sums.offset[t][b - b0]);
-      __m512i high = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
-        low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(qs + 4 * k));
-        high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(qs + 16 + 4 * k));
-      }
-      const __m512 sum = IntToFloat(_mm512_add_epi32(low, high));
-      const __m512 scale = _mm512_mul_ps(w.scale, _mm512_set1_ps(sums.scale[t][b - b0]));
-      acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(sum, scale));
+// Prefill: each strip of 32 rows (16 at a range's end) is loaded and rearranged once per chunk of
+// kUnpackBlocks blocks into a stack buffer (18 KB, in L1) that every token tile then reads, so a
+// prompt streams its weights from memory once and rearranges each block once, instead of once per
+// token tile. Accumulators cross chunks through y (an f32 store and load are exact).
+constexpr int64_t kUnpackBlocks = 16;
+constexpr int64_t kTokenChunk = 256;  // tokens whose offsets are kept per strip chunk (16 KB)
+constexpr int kWideTokens = 6;        // tokens per 32-row tile
+
+// kTokens tokens against unpacked blocks w[0 .. n-1] of kGroups x 16 rows (kGroups blocks per block
+// index; n_rows in the last group). a, neg_offset (-zero_point * sum(a)) and a_scale hold the first
+// token's entries at the chunk's first block; a and a_scale advance by a_stride per token,
+// neg_offset by kUnpackBlocks. y is the first token's output row at the strip's first row; the sums
+// start from zero when `first`, else continue from y. Token and group counts are template arguments
+// so the accumulators stay in registers: 32 rows x 6 tokens make each activation broadcast feed two
+// VPDPBUSD (a 16-row tile was bound by this CPU's two vector loads per cycle, bench/README.md).
+template <int kGroups, int kTokens>
+void StripTile(const WeightBlock* w, int64_t n, const BlockQ8_0* a, const int32_t* neg_offset, const float* a_scale,
+               int64_t a_stride, bool first, float* y, int64_t y_stride, int n_rows) {
+  __m512 acc[kTokens][kGroups];
+  for (int t = 0; t < kTokens; ++t) {
+    for (int g = 0; g < kGroups; ++g) {
+      const int rows = g + 1 < kGroups ? kRows : n_rows;
+      acc[t][g] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + g * kRows, rows);
     }
-    KESTREL_MCA_MARK("END", Weights::kMcaId, kTokens);
   }
-  for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride + r0, acc[t], n_rows);
+  for (int64_t b = 0; b < n; ++b) {
+    KESTREL_MCA_MARK("BEGIN", kGroups == 2 ? 35 : 36, kTokens);
+    const WeightBlock* wb = w + kGroups * b;
+    __m512i sum[kTokens][kGroups];
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512i offset = _mm512_set1_epi32(neg_offset[t * kUnpackBlocks + b]);
+      for (int g = 0; g < kGroups; ++g) sum[t][g] = offset;
+    }
+    // Chunk-major: consecutive VPDPBUSD belong to different tokens' chains, never waiting on each other.
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512i av = Broadcast4(a[t * a_stride + b].qs + 4 * k);
+        for (int g = 0; g < kGroups; ++g) sum[t][g] = _mm512_dpbusd_epi32(sum[t][g], wb[g].u[k], av);
+      }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512 as = _mm512_set1_ps(a_scale[t * a_stride + b]);
+      for (int g = 0; g < kGroups; ++g) {
+        const __m512 scale = _mm512_mul_ps(wb[g].scale, as);
+        acc[t][g] = _mm512_add_ps(acc[t][g], _mm512_mul_ps(IntToFloat(sum[t][g]), scale));
+      }
+    }
+    KESTREL_MCA_MARK("END", kGroups == 2 ? 35 : 36, kTokens);
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    for (int g = 0; g < kGroups; ++g) {
+      const int rows = g + 1 < kGroups ? kRows : n_rows;
+      StoreRows(y + t * y_stride + g * kRows, acc[t][g], rows);
+    }
+  }
 }
 
-using RowGroupFn = void (*)(const uint8_t*, int64_t, const BlockQ8_0*, const ActivationSums&, int64_t, int64_t, int64_t,
-                            int, float*, int64_t);
+using StripTileFn = void (*)(const WeightBlock*, int64_t, const BlockQ8_0*, const int32_t*, const float*, int64_t, bool,
+                             float*, int64_t, int);
+
+// A strip's chunk: rows r0 .. r0 + n_rows - 1 (up to 32), blocks b0 .. b0 + n - 1.
+struct StripChunk {
+  int64_t r0, b0, n;
+  int n_rows;
+};
+
+template <typename Weights>
+void PrefetchBlock(const uint8_t* data, int64_t blocks, const StripChunk& c, int64_t i) {
+  for (int g = 0; g * kRows < c.n_rows; ++g) {
+    const int rows = c.n_rows - g * kRows < kRows ? c.n_rows - g * kRows : kRows;
+    Weights::Prefetch(data, blocks, c.r0 + g * kRows, rows, c.b0 + i);
+  }
+}
+
+template <typename Weights>
+void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
+                 int64_t row_begin, int64_t row_end) {
+  static constexpr StripTileFn kByTokens[kTokenTile] = {
+      StripTile<1, 1>, StripTile<1, 2>, StripTile<1, 3>, StripTile<1, 4>,
+      StripTile<1, 5>, StripTile<1, 6>, StripTile<1, 7>, StripTile<1, 8>,
+  };
+  static constexpr StripTileFn kWideByTokens[kWideTokens] = {
+      StripTile<2, 1>, StripTile<2, 2>, StripTile<2, 3>, StripTile<2, 4>, StripTile<2, 5>, StripTile<2, 6>,
+  };
+  static_assert(kTokenTile == 8 && kWideTokens == 6, "the tables list one instantiation per token count");
+  if (row_begin >= row_end) return;
+  // Strips are 32 rows while 32 remain, then 16 (the last one fewer).
+  const auto strip_rows = [&](int64_t r0) {
+    const int64_t left = row_end - r0;
+    return static_cast<int>(left >= 2 * kRows ? 2 * kRows : (left < kRows ? left : kRows));
+  };
+  // The chunk after c: the strip's next blocks, else the next strip's first (n = 0 past the range).
+  const auto next_chunk = [&](const StripChunk& c) {
+    StripChunk next{c.r0, c.b0 + kUnpackBlocks, 0, 0};
+    if (next.b0 >= blocks) next.r0 += c.n_rows, next.b0 = 0;
+    if (next.r0 >= row_end) return next;
+    next.n = blocks - next.b0 < kUnpackBlocks ? blocks - next.b0 : kUnpackBlocks;
+    next.n_rows = strip_rows(next.r0);
+    return next;
+  };
+  alignas(64) WeightBlock strip[2 * kUnpackBlocks];
+  alignas(64) int32_t neg_offset[kTokenChunk * kUnpackBlocks];
+  for (int64_t c0 = 0; c0 < x.n_tokens; c0 += kTokenChunk) {
+    const int64_t c1 = x.n_tokens - c0 < kTokenChunk ? x.n_tokens : c0 + kTokenChunk;
+    StripChunk c{row_begin, 0, 0, 0};
+    c.n = blocks < kUnpackBlocks ? blocks : kUnpackBlocks;
+    c.n_rows = strip_rows(row_begin);
+    for (; c.n > 0; c = next_chunk(c)) {
+      const bool wide = c.n_rows == 2 * kRows;
+      const int groups = wide ? 2 : 1;
+      for (int64_t i = 0; i < c.n; ++i) {
+        for (int g = 0; g < groups; ++g) {
+          const int rows = wide ? kRows : c.n_rows;
+          Weights::Load(data, blocks, c.r0 + g * kRows, rows, c.b0 + i, &strip[groups * i + g]);
+        }
+      }
+      for (int64_t t = c0; t < c1; ++t) {
+        const int32_t* sums = x.q8_0_sums + t * blocks + c.b0;
+        for (int64_t i = 0; i < c.n; ++i) neg_offset[(t - c0) * kUnpackBlocks + i] = -Weights::kZeroPoint * sums[i];
+      }
+      // The next chunk is prefetched a share per token tile: a burst of prefetches just before
+      // unpacking it would wait on memory with nothing to compute (~10% of a prefill).
+      const StripChunk next = next_chunk(c);
+      const int tile = wide ? kWideTokens : kTokenTile;
+      const int64_t n_tiles = (c1 - c0 + tile - 1) / tile;
+      int64_t prefetched = 0;
+      for (int64_t t0 = c0; t0 < c1; t0 += tile) {
+        const int64_t share = next.n * ((t0 - c0) / tile + 1) / n_tiles;
+        for (; prefetched < share; ++prefetched) PrefetchBlock<Weights>(data, blocks, next, prefetched);
+        const int n_tok = static_cast<int>(c1 - t0 < tile ? c1 - t0 : tile);
+        (wide ? kWideByTokens : kByTokens)[n_tok - 1](
+            strip, c.n, x.q8_0 + t0 * blocks + c.b0, neg_offset + (t0 - c0) * kUnpackBlocks,
+            x.q8_0_scales + t0 * blocks + c.b0, blocks, c.b0 == 0, y + t0 * y_stride + c.r0, y_stride,
+            wide ? kRows : c.n_rows);
+      }
+    }
+  }
+}
+
+// Decode: one token against kDecodeStreams 16-row groups at once, one from each part of the row
+// range, so several weight streams are in flight (one group read 67-70% of the bandwidth probe
+// with one thread, two 75-78%; four spill registers); the rearrangement is the prefill's, done as
+// the block streams in.
+constexpr int kDecodeStreams = 2;
+
+template <typename Weights, int G>
+void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_rows, const BlockQ8_0* a,
+                  const int32_t* sums, const float* a_scale, float* y) {
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    if constexpr (G == kDecodeStreams) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
+    const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
+    const __m512 as = _mm512_set1_ps(a_scale[b]);
+    for (int g = 0; g < G; ++g) {
+      Weights::PrefetchAhead(data, blocks, r0[g], n_rows, b);
+      WeightBlock w;
+      Weights::Load(data, blocks, r0[g], n_rows, b, &w);
+      // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
+      __m512i low = offset, high = _mm512_setzero_si512();
+      for (int k = 0; k < 4; ++k) {
+        low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(a[b].qs + 4 * k));
+        high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(a[b].qs + 16 + 4 * k));
+      }
+      const __m512 scale = _mm512_mul_ps(w.scale, as);
+      acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
+    }
+    if constexpr (G == kDecodeStreams) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
+  }
+  for (int g = 0; g < G; ++g) StoreRows(y + r0[g], acc[g], n_rows);
+}
+
+template <typename Weights>
+void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin, int64_t row_end) {
+  constexpr int G = kDecodeStreams;
+  const int64_t part = (row_end - row_begin) / kRows / G;  // whole 16-row groups per stream
+  for (int64_t i = 0; i < part; ++i) {
+    int64_t r0[G];
+    for (int g = 0; g < G; ++g) r0[g] = row_begin + kRows * (g * part + i);
+    DecodeGroups<Weights, G>(data, blocks, r0, kRows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+  }
+  for (int64_t r = row_begin + kRows * G * part; r < row_end; r += kRows) {
+    const int n_rows = static_cast<int>(row_end - r < kRows ? row_end - r : kRows);
+    DecodeGroups<Weights, 1>(data, blocks, &r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+  }
+}
 
 template <typename Weights>
 void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                      int64_t row_end) {
-  static constexpr RowGroupFn kByTokens[kTokenTile] = {
-      RowGroup<Weights, 1>, RowGroup<Weights, 2>, RowGroup<Weights, 3>, RowGroup<Weights, 4>,
-      RowGroup<Weights, 5>, RowGroup<Weights, 6>, RowGroup<Weights, 7>, RowGroup<Weights, 8>,
-  };
-  static_assert(kTokenTile == 8, "kByTokens lists one instantiation per token count");
   const auto* data = static_cast<const uint8_t*>(w.data);
   const int64_t blocks = w.columns / 32;
   if (blocks == 0) {
@@ -366,28 +560,8 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
     }
     return;
   }
-  ActivationSums sums;
-  for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTokenTile) {
-    const int n_tok = static_cast<int>(x.n_tokens - t0 < kTokenTile ? x.n_tokens - t0 : kTokenTile);
-    const RowGroupFn row_group = kByTokens[n_tok - 1];
-    const BlockQ8_0* a = x.q8_0 + t0 * blocks;
-    // Blocks in chunks, so the sums fit on the stack for any width; the accumulators of a chunk
-    // continue from the previous chunk's, stored in y.
-    for (int64_t b0 = 0; b0 < blocks; b0 += kBlockChunk) {
-      const int64_t b1 = blocks - b0 < kBlockChunk ? blocks : b0 + kBlockChunk;
-      for (int t = 0; t < n_tok; ++t) {
-        const int64_t at = (t0 + t) * blocks;
-        for (int64_t b = b0; b < b1; ++b) {
-          sums.offset[t][b - b0] = Weights::kZeroPoint * x.q8_0_sums[at + b];
-          sums.scale[t][b - b0] = x.q8_0_scales[at + b];
-        }
-      }
-      for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
-        const int n_rows = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
-        row_group(data, blocks, a, sums, b0, b1, r0, n_rows, y + t0 * y_stride, y_stride);
-      }
-    }
-  }
+  if (x.n_tokens == 1) return DecodeRows<Weights>(data, blocks, x, y, row_begin, row_end);
+  PrefillRows<Weights>(data, blocks, x, y, y_stride, row_begin, row_end);
 }
 
 }  // namespace
