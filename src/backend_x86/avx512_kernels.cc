@@ -51,7 +51,7 @@ constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
 // kernels (bench/README.md), which read the same tiles in the same order. A 16-row strip's streams
 // are consecutive regions of memory, so each prefetch lands ahead of the strip as a whole.
 constexpr int kQ4StreamPrefetchBytes = 32768;
-constexpr int kQ8StreamPrefetchBytes = 8192;
+constexpr int kQ8StreamPrefetchBytes = 32768;
 
 // In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
 // once it was called from more than one place, and deleted the calls (every prefetch was gone from
