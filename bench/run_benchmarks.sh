@@ -21,6 +21,10 @@ if [ -x "$build/bench/kestrel-x86-issue-rates" ]; then
   echo "## x86 issue rates (the AVX2 Q4_0 kernel's ceiling)"
   "$build/bench/kestrel-x86-issue-rates"
 fi
+if [ -x "$build/bench/kestrel-x86-avx512-issue-rates" ]; then
+  echo "## x86 AVX-512 VNNI issue rates (the avx512_vnni prefill loop's ceiling; says so and stops without it)"
+  "$build/bench/kestrel-x86-avx512-issue-rates"
+fi
 for spec in q4_0-tiled q4_0-plain q8_0-tiled q8_0-plain; do
   echo "## kestrel-bench qwen3-1.7b $spec"
   "$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-$spec.vqf" -p 64 -n 32 -t 1,2 -r 3
