@@ -193,17 +193,23 @@ constexpr LaneIndex kQ4Step2[2] = {
     MakeIndex([](int j) { return Bit(j, 2) * 16 + (Bit(j, 3) << 3 | (j & 3) << 1 | 1); }),
 };
 
+// Block b of plain rows r0 .. r0 + n_rows - 1, kBlockBytes bytes each (at most two lines).
+template <int kBlockBytes>
+inline void PrefetchPlainRows(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+  for (int i = 0; i < n_rows; ++i) {
+    const uint8_t* block = data + ((r0 + i) * blocks + b) * kBlockBytes;
+    PrefetchLine(block);
+    PrefetchLine(block + kBlockBytes - 1);
+  }
+}
+
 struct PlainQ4_0 {
   static constexpr int kMcaId = 33;
   static constexpr int32_t kZeroPoint = 8;
-  // Decode: 16 row streams, which the hardware prefetchers follow.
+  // Plain rows decode through the AVX2 kernel (Matmul), so this is never called.
   static void PrefetchAhead(const uint8_t*, int64_t, int64_t, int, int64_t) {}
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    for (int i = 0; i < n_rows; ++i) {
-      const uint8_t* block = data + ((r0 + i) * blocks + b) * 18;
-      PrefetchLine(block);
-      PrefetchLine(block + 17);
-    }
+    PrefetchPlainRows<18>(data, blocks, r0, n_rows, b);
   }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
@@ -298,14 +304,10 @@ constexpr LaneIndex kQ8Step3[2] = {
 struct PlainQ8_0 {
   static constexpr int kMcaId = 34;
   static constexpr int32_t kZeroPoint = 128;
-  // Decode: 16 row streams, which the hardware prefetchers follow.
+  // Plain rows decode through the AVX2 kernel (Matmul), so this is never called.
   static void PrefetchAhead(const uint8_t*, int64_t, int64_t, int, int64_t) {}
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    for (int i = 0; i < n_rows; ++i) {
-      const uint8_t* block = data + ((r0 + i) * blocks + b) * 34;
-      PrefetchLine(block);
-      PrefetchLine(block + 33);
-    }
+    PrefetchPlainRows<34>(data, blocks, r0, n_rows, b);
   }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
