@@ -47,12 +47,6 @@ namespace {
 
 constexpr int kRows = 16;      // weight rows per register, one per 32-bit lane
 constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
-// How far ahead of each tile stream decode prefetches: the distances measured best for the AVX2
-// kernels (bench/README.md), which read the same tiles in the same order. A 16-row strip's streams
-// are consecutive regions of memory, so each prefetch lands ahead of the strip as a whole.
-constexpr int kQ4StreamPrefetchBytes = 32768;
-constexpr int kQ8StreamPrefetchBytes = 32768;
-
 // In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
 // once it was called from more than one place, and deleted the calls (every prefetch was gone from
 // the unit, decode lost ~10%).
@@ -139,14 +133,6 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 struct TiledQ4_0x4 {
   static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
   static constexpr int32_t kZeroPoint = 8;
-  // Decode: the tile streams kQ4StreamPrefetchBytes ahead of block b.
-  static void PrefetchAhead(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    for (int t = 0; t * 4 < n_rows; ++t) {
-      const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72 + kQ4StreamPrefetchBytes;
-      PrefetchLine(group);
-      PrefetchLine(group + 64);
-    }
-  }
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 4 < n_rows; ++t) {
       const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
@@ -206,8 +192,6 @@ inline void PrefetchPlainRows(const uint8_t* data, int64_t blocks, int64_t r0, i
 struct PlainQ4_0 {
   static constexpr int kMcaId = 33;
   static constexpr int32_t kZeroPoint = 8;
-  // Plain rows decode through the AVX2 kernel (Matmul), so this is never called.
-  static void PrefetchAhead(const uint8_t*, int64_t, int64_t, int, int64_t) {}
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<18>(data, blocks, r0, n_rows, b);
   }
@@ -251,12 +235,6 @@ constexpr LaneIndex kQ8TiledPick[2] = {
 struct TiledQ8_0x8 {
   static constexpr int kMcaId = 32;
   static constexpr int32_t kZeroPoint = 128;
-  static void PrefetchAhead(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    for (int t = 0; t * 8 < n_rows; ++t) {
-      const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272 + kQ8StreamPrefetchBytes;
-      for (int line = 0; line < 5; ++line) PrefetchLine(group + 64 * line);
-    }
-  }
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 8 < n_rows; ++t) {
       const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
@@ -304,8 +282,6 @@ constexpr LaneIndex kQ8Step3[2] = {
 struct PlainQ8_0 {
   static constexpr int kMcaId = 34;
   static constexpr int32_t kZeroPoint = 128;
-  // Plain rows decode through the AVX2 kernel (Matmul), so this is never called.
-  static void PrefetchAhead(const uint8_t*, int64_t, int64_t, int, int64_t) {}
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<34>(data, blocks, r0, n_rows, b);
   }
@@ -503,10 +479,12 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   }
 }
 
-// Decode: one token against kDecodeStreams 16-row groups at once, one from each part of the row
-// range, so several weight streams are in flight (one group read 67-70% of the bandwidth probe
-// with one thread, two 75-78%; four spill registers); the rearrangement is the prefill's, done as
-// the block streams in.
+// Decode: one token against kDecodeStreams adjacent 16-row groups at once, so several weight
+// streams are in flight, each prefetching the block it will read G groups later. One-thread Q4_0
+// tg32 read 67-70% of the bandwidth probe with one group, 75-78% with two groups taken from the two
+// halves of the range (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups
+// as here; three read as two, four spill registers. The rearrangement is the prefill's, done as the
+// block streams in.
 constexpr int kDecodeStreams = 2;
 
 template <typename Weights, int G>
@@ -519,7 +497,10 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
     const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
     const __m512 as = _mm512_set1_ps(a_scale[b]);
     for (int g = 0; g < G; ++g) {
-      Weights::PrefetchAhead(data, blocks, r0[g], n_rows, b);
+      // The same block of the group G on, which this stream reads next: in both tiled layouts a
+      // 16-row group is one contiguous region and groups follow each other, so this runs one
+      // step (G groups) ahead of a single sweep through the range.
+      Weights::Prefetch(data, blocks, r0[g] + G * kRows, kRows, b);
       WeightBlock w;
       Weights::Load(data, blocks, r0[g], n_rows, b, &w);
       // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
@@ -539,13 +520,13 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
 template <typename Weights>
 void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin, int64_t row_end) {
   constexpr int G = kDecodeStreams;
-  const int64_t part = (row_end - row_begin) / kRows / G;  // whole 16-row groups per stream
-  for (int64_t i = 0; i < part; ++i) {
+  const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
+  for (int64_t i = 0; i < steps; ++i) {
     int64_t r0[G];
-    for (int g = 0; g < G; ++g) r0[g] = row_begin + kRows * (g * part + i);
+    for (int g = 0; g < G; ++g) r0[g] = row_begin + kRows * (G * i + g);
     DecodeGroups<Weights, G>(data, blocks, r0, kRows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
   }
-  for (int64_t r = row_begin + kRows * G * part; r < row_end; r += kRows) {
+  for (int64_t r = row_begin + kRows * G * steps; r < row_end; r += kRows) {
     const int n_rows = static_cast<int>(row_end - r < kRows ? row_end - r : kRows);
     DecodeGroups<Weights, 1>(data, blocks, &r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
   }
