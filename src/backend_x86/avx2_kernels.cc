@@ -288,9 +288,13 @@ struct Q4Chunks {
 // 4-row remainder), whose lanes are then never stored.
 struct Q4Tiles {
   static constexpr int kMcaId = 21;  // scripts/llvm-mca-x86.sh
-  // Block b of the tile holding `row`, prefetched kQ4PrefetchBytes ahead (decode streams them).
+  // Block b of the tile holding `row`.
+  static const uint8_t* At(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
+    return data + ((row / 4) * blocks + b) * 72;
+  }
+  // The same, prefetched kQ4PrefetchBytes ahead (the prefill's strips stream them).
   static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
-    const uint8_t* group = data + ((row / 4) * blocks + b) * 72;
+    const uint8_t* group = At(data, blocks, row, b);
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ4PrefetchBytes, _MM_HINT_T0);
     return group;
   }
@@ -589,9 +593,11 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
   }
 }
 
-// Decode over tiles: one token against G 8-row groups at once, one from each G-th part of the row
-// range, so 2G weight streams (two tiles per group) are in flight; the token's broadcast words
-// serve every group. As Q4Tile with one token: bit-identical.
+// Decode over tiles: one token against G adjacent 8-row groups at once, so 2G weight streams (two
+// tiles per group) are in flight, each prefetching the block it reads one step (G groups) later;
+// the token's broadcast words serve every group. As Q4Tile with one token: bit-identical. Adjacent
+// groups rather than one from each G-th part of the range (which restarted G cold streams in every
+// chunk the row scheduler hands out): 2-thread tg32 +15-20% on a Zen 5 (bench/README.md).
 constexpr int kQ4DecodeStreams = 2;
 
 template <int G>
@@ -606,8 +612,17 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
       a_hi[k] = Broadcast32(q + 16 + 4 * k);
     }
     for (int g = 0; g < G; ++g) {
+      // The same block of the group G on, which this stream reads next (see kQ4DecodeStreams).
+      for (int64_t row = rows[g] + 8 * G; row < rows[g] + 8 * G + 8; row += 4) {
+        const char* next = reinterpret_cast<const char*>(Q4Tiles::At(data, blocks, row, b));
+        _mm_prefetch(next, _MM_HINT_T0);
+        _mm_prefetch(next + 71, _MM_HINT_T0);
+      }
+      const uint8_t* ga = Q4Tiles::At(data, blocks, rows[g], b);
+      const uint8_t* gb = Q4Tiles::At(data, blocks, rows[g] + 4, b);
       Q4Chunks w;
-      Q4Tiles::Load(data, blocks, rows[g], rows[g] + 4, b, &w);
+      w.scales = Q4Tiles::Scales(ga, gb);
+      for (int k = 0; k < 4; ++k) w.chunk[k] = Q4Tiles::Chunk(ga, gb, k);
       __m256i lo, hi;
       SplitNibbles(w.chunk[0], nibble, &lo, &hi);
       __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo[0]), _mm256_maddubs_epi16(hi, a_hi[0]));
@@ -654,12 +669,12 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
     if constexpr (std::is_same_v<Tiles, Q4Tiles>) {
       if (c1 - c0 == 1) {
         constexpr int G = kQ4DecodeStreams;
-        const int64_t part = (row_end - r0) / 8 / G;  // whole 8-row groups per stream
+        const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
         for (int64_t i = 0; i < part; ++i) {
           int64_t rows[G];
           __m256 acc[G];
           for (int g = 0; g < G; ++g) {
-            rows[g] = r0 + 8 * (g * part + i);
+            rows[g] = r0 + 8 * (G * i + g);
             acc[g] = _mm256_setzero_ps();
           }
           Q4DecodeGroups<G>(static_cast<const uint8_t*>(w.data), blocks, rows, x.q8_0 + c0 * blocks, offsets, scales,
@@ -818,9 +833,9 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
   }
 }
 
-// Decode: one token against G 8-row groups at once, one from each G-th part of the row range, so
-// G weight streams are in flight: one stream left a thread 20% short of the bandwidth that 2-4
-// reach (2, 4 and 8 measured; 8 was slower than 1. bench/README.md).
+// Decode: one token against G adjacent 8-row groups at once, each prefetching the block it reads
+// one step (G groups) later, so G weight streams are in flight: one stream left a thread 20% short
+// of the bandwidth that 2-4 reach (2, 4 and 8 measured; 8 was slower than 1. bench/README.md).
 constexpr int kQ8DecodeStreams = 4;
 
 template <int G>
@@ -830,7 +845,9 @@ inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const Bl
     const int8_t* qa[1] = {a[b].qs};
     for (int g = 0; g < G; ++g) {
       const uint8_t* group = first[g] + b * 34 * 8;
-      Q8PrefetchAhead(group);
+      // The same block of the group G on, which this stream reads next (see kQ8DecodeStreams).
+      const char* next = reinterpret_cast<const char*>(group + G * blocks * 34 * 8);
+      for (int line = 0; line < 5; ++line) _mm_prefetch(next + 64 * line, _MM_HINT_T0);
       const __m256 w_scale = Q8WeightScales(group);
       __m256i s32[1];
       Q8Sums<1>(group + 16, qa, s32);
@@ -847,13 +864,13 @@ void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y
     constexpr int G = kQ8DecodeStreams;
     const int64_t blocks = w.columns / 32;
     const auto* data = static_cast<const uint8_t*>(w.data);
-    const int64_t part = (row_end - row_begin) / 8 / G;  // groups per stream
+    const int64_t part = (row_end - row_begin) / 8 / G;  // steps of G whole 8-row groups
     for (int64_t i = 0; i < part; ++i) {
       const uint8_t* first[G];
       int64_t rows[G];
       __m256 acc[G];
       for (int g = 0; g < G; ++g) {
-        rows[g] = row_begin + 8 * (g * part + i);
+        rows[g] = row_begin + 8 * (G * i + g);
         first[g] = data + (rows[g] / 8) * blocks * 34 * 8;
         acc[g] = _mm256_setzero_ps();
       }
