@@ -34,8 +34,9 @@ double NanosecondsPerIteration(int64_t iterations, Body body) {
 #define TWO(op) op " %%zmm20, %%zmm21, %%zmm8\n" op " %%zmm20, %%zmm21, %%zmm9\n"
 #define DP_FROM(r, b) "vpdpbusd %%zmm" #b ", %%zmm21, %%zmm" #r "\n"
 // Only xmm0-15 can be named as clobbers in a unit built without AVX-512; zmm20/21 are read, never written.
-#define CLOBBERS "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", \
-                 "xmm12", "xmm13", "xmm14", "xmm15"
+#define CLOBBERS                                                                                                      \
+  "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", \
+      "xmm14", "xmm15"
 #define RUN(text) [] { __asm__ volatile(text ::"r"(g_line) : CLOBBERS); }
 
 }  // namespace
@@ -50,9 +51,10 @@ int main() {
   // the clock.
   uint64_t x = 0;
   const double add_ns = NanosecondsPerIteration(n, [&x] {
-    __asm__ volatile("add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n"
-                     "add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n"
-                     : "+r"(x));
+    __asm__ volatile(
+        "add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n"
+        "add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n add $1, %0\n"
+        : "+r"(x));
   });
   const double ghz = 10.0 / add_ns;
   const auto cycles = [ghz](double ns) { return ns * ghz; };
@@ -64,16 +66,15 @@ int main() {
   } rows[] = {
       {"vpdpbusd zmm, registers", 8, NanosecondsPerIteration(n, RUN(EIGHT_DP))},
       {"vpdpbusd zmm, m32{1to16}", 8,
-       NanosecondsPerIteration(n, RUN(DP_MEM(0, 0) DP_MEM(1, 4) DP_MEM(2, 8) DP_MEM(3, 12) DP_MEM(4, 16)
-                                          DP_MEM(5, 20) DP_MEM(6, 24) DP_MEM(7, 28)))},
+       NanosecondsPerIteration(n, RUN(DP_MEM(0, 0) DP_MEM(1, 4) DP_MEM(2, 8) DP_MEM(3, 12) DP_MEM(4, 16) DP_MEM(5, 20)
+                                          DP_MEM(6, 24) DP_MEM(7, 28)))},
       {"vpbroadcastd zmm, m32", 8,
        NanosecondsPerIteration(n, RUN(BC(0, 0) BC(1, 4) BC(2, 8) BC(3, 12) BC(4, 16) BC(5, 20) BC(6, 24) BC(7, 28)))},
       {"vmovdqa64 zmm, m512", 8,
        NanosecondsPerIteration(n, RUN("vmovdqa64 (%0), %%zmm0\n vmovdqa64 64(%0), %%zmm1\n vmovdqa64 128(%0), %%zmm2\n"
                                       "vmovdqa64 192(%0), %%zmm3\n vmovdqa64 (%0), %%zmm4\n vmovdqa64 64(%0), %%zmm5\n"
                                       "vmovdqa64 128(%0), %%zmm6\n vmovdqa64 192(%0), %%zmm7\n"))},
-      {"vpdpbusd latency (one chain)", 4,
-       NanosecondsPerIteration(n, RUN(DP(0) DP(0) DP(0) DP(0)))},
+      {"vpdpbusd latency (one chain)", 4, NanosecondsPerIteration(n, RUN(DP(0) DP(0) DP(0) DP(0)))},
   };
   for (const auto& r : rows) {
     const double c = cycles(r.ns);
@@ -95,9 +96,9 @@ int main() {
       {"8 vpdpbusd + 2 vaddps", NanosecondsPerIteration(n, RUN(EIGHT_DP TWO("vaddps")))},
       // Each broadcast word feeding one VPDPBUSD (a 16-row tile) or two (a 32-row tile).
       {"8 vpdpbusd fed by 8 vpbroadcastd m32",
-       NanosecondsPerIteration(n, RUN(BC(8, 0) BC(9, 4) BC(10, 8) BC(11, 12) BC(12, 16) BC(13, 20) BC(14, 24)
-                                          BC(15, 28) DP_FROM(0, 8) DP_FROM(1, 9) DP_FROM(2, 10) DP_FROM(3, 11)
-                                              DP_FROM(4, 12) DP_FROM(5, 13) DP_FROM(6, 14) DP_FROM(7, 15)))},
+       NanosecondsPerIteration(n, RUN(BC(8, 0) BC(9, 4) BC(10, 8) BC(11, 12) BC(12, 16) BC(13, 20) BC(14, 24) BC(15, 28)
+                                          DP_FROM(0, 8) DP_FROM(1, 9) DP_FROM(2, 10) DP_FROM(3, 11) DP_FROM(4, 12)
+                                              DP_FROM(5, 13) DP_FROM(6, 14) DP_FROM(7, 15)))},
       {"8 vpdpbusd fed by 4 vpbroadcastd m32",
        NanosecondsPerIteration(n, RUN(BC(8, 0) BC(9, 4) BC(10, 8) BC(11, 12) DP_FROM(0, 8) DP_FROM(1, 8) DP_FROM(2, 9)
                                           DP_FROM(3, 9) DP_FROM(4, 10) DP_FROM(5, 10) DP_FROM(6, 11) DP_FROM(7, 11)))},

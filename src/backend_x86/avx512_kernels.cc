@@ -1,8 +1,8 @@
 // AVX-512 VNNI kernels: the quantized matmul (Q4_0 and Q8_0 weights, plain and tiled) with VPDPBUSD.
 // This is the only file compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni; it includes
 // nothing but the kernel types, intrinsics and a macro (llvm-mca markers), and keeps every helper in
-// an anonymous namespace, so no AVX-512 code can leak into shared inline functions. avx512_simde_kernels.cc compiles it a
-// second time for AVX2, with SIMDe emulating the AVX-512 intrinsics (a test-only backend).
+// an anonymous namespace, so no AVX-512 code can leak into shared inline functions. avx512_simde_kernels.cc compiles it
+// a second time for AVX2, with SIMDe emulating the AVX-512 intrinsics (a test-only backend).
 //
 // A zmm holds 16 weight rows, one per 32-bit lane. Each weight block (32 columns) of 16 rows is
 // rearranged into eight registers u[k] whose lane i holds the 4 bytes of row i that multiply
@@ -470,10 +470,10 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
         const int64_t share = next.n * ((t0 - c0) / tile + 1) / n_tiles;
         for (; prefetched < share; ++prefetched) PrefetchBlock<Weights>(data, blocks, next, prefetched);
         const int n_tok = static_cast<int>(c1 - t0 < tile ? c1 - t0 : tile);
-        (wide ? kWideByTokens : kByTokens)[n_tok - 1](
-            strip, c.n, x.q8_0 + t0 * blocks + c.b0, neg_offset + (t0 - c0) * kUnpackBlocks,
-            x.q8_0_scales + t0 * blocks + c.b0, blocks, c.b0 == 0, y + t0 * y_stride + c.r0, y_stride,
-            wide ? kRows : c.n_rows);
+        (wide ? kWideByTokens : kByTokens)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
+                                                      neg_offset + (t0 - c0) * kUnpackBlocks,
+                                                      x.q8_0_scales + t0 * blocks + c.b0, blocks, c.b0 == 0,
+                                                      y + t0 * y_stride + c.r0, y_stride, wide ? kRows : c.n_rows);
       }
     }
   }
@@ -518,7 +518,8 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
 }
 
 template <typename Weights>
-void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin, int64_t row_end) {
+void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
+                int64_t row_end) {
   constexpr int G = kDecodeStreams;
   const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
   for (int64_t i = 0; i < steps; ++i) {
