@@ -308,11 +308,13 @@ struct Q4Tiles {
     return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(gb + 8 + k * 16),
                                reinterpret_cast<const __m128i*>(ga + 8 + k * 16));
   }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
-    const uint8_t* ga = Group(data, blocks, row_a, b);
-    const uint8_t* gb = Group(data, blocks, row_b, b);
+  // Two groups' 8 rows as Q4Chunks (ga's rows in the low half).
+  static void LoadAt(const uint8_t* ga, const uint8_t* gb, Q4Chunks* out) {
     out->scales = Scales(ga, gb);
     for (int k = 0; k < 4; ++k) out->chunk[k] = Chunk(ga, gb, k);
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
+    LoadAt(Group(data, blocks, row_a, b), Group(data, blocks, row_b, b), out);
   }
 };
 
@@ -612,17 +614,15 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
       a_hi[k] = Broadcast32(q + 16 + 4 * k);
     }
     for (int g = 0; g < G; ++g) {
-      // The same block of the group G on, which this stream reads next (see kQ4DecodeStreams).
+      // The same block of the group G on, which this stream reads next (see kQ4DecodeStreams;
+      // past the range's end it is the next rows or nothing: a prefetch never faults).
       for (int64_t row = rows[g] + 8 * G; row < rows[g] + 8 * G + 8; row += 4) {
         const char* next = reinterpret_cast<const char*>(Q4Tiles::At(data, blocks, row, b));
         _mm_prefetch(next, _MM_HINT_T0);
         _mm_prefetch(next + 71, _MM_HINT_T0);
       }
-      const uint8_t* ga = Q4Tiles::At(data, blocks, rows[g], b);
-      const uint8_t* gb = Q4Tiles::At(data, blocks, rows[g] + 4, b);
       Q4Chunks w;
-      w.scales = Q4Tiles::Scales(ga, gb);
-      for (int k = 0; k < 4; ++k) w.chunk[k] = Q4Tiles::Chunk(ga, gb, k);
+      Q4Tiles::LoadAt(Q4Tiles::At(data, blocks, rows[g], b), Q4Tiles::At(data, blocks, rows[g] + 4, b), &w);
       __m256i lo, hi;
       SplitNibbles(w.chunk[0], nibble, &lo, &hi);
       __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo[0]), _mm256_maddubs_epi16(hi, a_hi[0]));
@@ -777,8 +777,8 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
 #undef KQ8_PRODUCTS
 #undef KQ8_CHUNK_LOAD
 
-// One 8-row block of a q8_0x8 tile: its 272 bytes kQ8PrefetchBytes ahead are prefetched (decode
-// streams them), and its 8 scales come back as f32 in the registers' row order.
+// One 8-row block of a q8_0x8 tile: its 272 bytes kQ8PrefetchBytes ahead are prefetched (the
+// prefill tiles stream them), and its 8 scales come back as f32 in the registers' row order.
 inline void Q8PrefetchAhead(const uint8_t* group) {
   for (int line = 0; line < 5; ++line) {
     _mm_prefetch(reinterpret_cast<const char*>(group) + kQ8PrefetchBytes + 64 * line, _MM_HINT_T0);
@@ -845,7 +845,8 @@ inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const Bl
     const int8_t* qa[1] = {a[b].qs};
     for (int g = 0; g < G; ++g) {
       const uint8_t* group = first[g] + b * 34 * 8;
-      // The same block of the group G on, which this stream reads next (see kQ8DecodeStreams).
+      // The same block of the group G on, which this stream reads next (see kQ8DecodeStreams;
+      // past the range's end it is the next rows or nothing: a prefetch never faults).
       const char* next = reinterpret_cast<const char*>(group + G * blocks * 34 * 8);
       for (int line = 0; line < 5; ++line) _mm_prefetch(next + 64 * line, _MM_HINT_T0);
       const __m256 w_scale = Q8WeightScales(group);

@@ -49,7 +49,7 @@ constexpr int kRows = 16;      // weight rows per register, one per 32-bit lane
 constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
 // In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
 // once it was called from more than one place, and deleted the calls (every prefetch was gone from
-// the unit, decode lost ~10%).
+// the unit; decode ran 13-15% slower).
 inline void PrefetchLine(const uint8_t* p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
 
 // 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
@@ -133,6 +133,7 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 struct TiledQ4_0x4 {
   static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
   static constexpr int32_t kZeroPoint = 8;
+  static constexpr bool kTiled = true;
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 4 < n_rows; ++t) {
       const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
@@ -192,6 +193,7 @@ inline void PrefetchPlainRows(const uint8_t* data, int64_t blocks, int64_t r0, i
 struct PlainQ4_0 {
   static constexpr int kMcaId = 33;
   static constexpr int32_t kZeroPoint = 8;
+  static constexpr bool kTiled = false;  // decode runs the AVX2 kernel (MatmulQuantized)
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<18>(data, blocks, r0, n_rows, b);
   }
@@ -235,6 +237,7 @@ constexpr LaneIndex kQ8TiledPick[2] = {
 struct TiledQ8_0x8 {
   static constexpr int kMcaId = 32;
   static constexpr int32_t kZeroPoint = 128;
+  static constexpr bool kTiled = true;
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 8 < n_rows; ++t) {
       const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
@@ -282,6 +285,7 @@ constexpr LaneIndex kQ8Step3[2] = {
 struct PlainQ8_0 {
   static constexpr int kMcaId = 34;
   static constexpr int32_t kZeroPoint = 128;
+  static constexpr bool kTiled = false;  // decode runs the AVX2 kernel (MatmulQuantized)
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<34>(data, blocks, r0, n_rows, b);
   }
@@ -499,7 +503,8 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
     for (int g = 0; g < G; ++g) {
       // The same block of the group G on, which this stream reads next: in both tiled layouts a
       // 16-row group is one contiguous region and groups follow each other, so this runs one
-      // step (G groups) ahead of a single sweep through the range.
+      // step (G groups) ahead of a single sweep through the range (past its end: the next rows
+      // or nothing; a prefetch never faults).
       Weights::Prefetch(data, blocks, r0[g] + G * kRows, kRows, b);
       WeightBlock w;
       Weights::Load(data, blocks, r0[g], n_rows, b, &w);
@@ -544,16 +549,21 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
     }
     return;
   }
-  if (x.n_tokens == 1) return DecodeRows<Weights>(data, blocks, x, y, row_begin, row_end);
+  if (x.n_tokens == 1) {
+    // Decode over plain rows: 16 (32 with two groups) row streams of 18 or 34 bytes per block read
+    // 6.5-8.4 GB/s from memory here, the AVX2 kernel's 4-8 rows at a time 22-27 (bench/README.md).
+    if constexpr (Weights::kTiled) {
+      return DecodeRows<Weights>(data, blocks, x, y, row_begin, row_end);
+    } else {
+      return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
+    }
+  }
   PrefillRows<Weights>(data, blocks, x, y, y_stride, row_begin, row_end);
 }
 
 }  // namespace
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
-  // Decode over plain rows: 16 (32 with two groups) row streams of 18 or 34 bytes per block read
-  // 6.5-8.4 GB/s from memory here, the AVX2 kernel's 4-8 rows at a time 22-27 (bench/README.md).
-  if (w.layout == Layout::kPlain && x.n_tokens == 1) return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
   switch (w.dtype) {
     case DType::kQ8_0:
       if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<TiledQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
