@@ -132,6 +132,7 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 // 4x4 transpose of 128-bit lanes across the group's 4 tiles gives chunk k of all 16 rows.
 struct TiledQ4_0x4 {
   static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
+  static constexpr int kDecodeStreams = 2;  // see DecodeGroups
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
@@ -238,6 +239,7 @@ constexpr LaneIndex kQ8TiledPick[2] = {
 
 struct TiledQ8_0x8 {
   static constexpr int kMcaId = 32;
+  static constexpr int kDecodeStreams = 1;  // see DecodeGroups
   static constexpr int32_t kZeroPoint = 128;
   static constexpr int kRowBlockBytes = 34;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
@@ -487,13 +489,15 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   }
 }
 
-// Decode: one token against kDecodeStreams adjacent 16-row groups at once, so several weight
-// streams are in flight, each prefetching the group it will read next. One-thread Q4_0
-// tg32 read 67-70% of the bandwidth probe with one group, 75-78% with two groups taken from the two
-// halves of the range (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups
-// as here; three read as two, four spill registers. The rearrangement is the prefill's, done as the
-// block streams in.
-constexpr int kDecodeStreams = 2;
+// Decode: one token against Weights::kDecodeStreams adjacent 16-row groups at once, each stream
+// prefetching the group it will read next. One-thread Q4_0 tg32 read 67-70% of the bandwidth probe
+// with one group, 75-78% with two groups taken from the two halves of the range (prefetching 32 KB
+// ahead in each tile stream), 83-86% with two adjacent groups; three read as two, four spill
+// registers. Since each stream sweeps its next group in address order (PrefetchSweepStep), Q8_0
+// (544 bytes per group and block, against Q4_0's 288) reads best with one: paired in one process,
+// 2-thread tg +5% and 1-thread +2% over two, while Q4_0 with one was +2% at two threads and -3% at
+// one. Three groups read 21% slower. The rearrangement is the prefill's, done as the block streams
+// in.
 
 // Prefetches the b-th of `blocks` equal steps through the region of the 16-row group at row r0: in
 // every layout a group's rows are one contiguous region (blocks * 16 * kRowBlockBytes bytes) and
@@ -516,7 +520,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (G == kDecodeStreams) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
+    if constexpr (G == Weights::kDecodeStreams) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
     const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
     const __m512 as = _mm512_set1_ps(a_scale[b]);
     for (int g = 0; g < G; ++g) {
@@ -532,7 +536,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
       const __m512 scale = _mm512_mul_ps(w.scale, as);
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
     }
-    if constexpr (G == kDecodeStreams) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
+    if constexpr (G == Weights::kDecodeStreams) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
   }
   for (int g = 0; g < G; ++g) StoreRows(y + r0[g], acc[g], n_rows);
 }
@@ -540,7 +544,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
 template <typename Weights>
 void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                 int64_t row_end) {
-  constexpr int G = kDecodeStreams;
+  constexpr int G = Weights::kDecodeStreams;
   const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
   for (int64_t i = 0; i < steps; ++i) {
     int64_t r0[G];
