@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "backend/faster_path.h"
 #include "backend/q8_0_summary.h"
 #include "backend/registry.h"
 #include "format/dtype.h"
@@ -238,16 +239,22 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
           const Activations& x = input.x;
           std::vector<float> expected, got;
           RunMatmul(ref, m.view, x, &expected, 1);
-          // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows).
-          for (int splits : {1, 3}) {
-            RunMatmul(*b, m.view, x, &got, splits);
-            for (size_t i = 0; i < expected.size(); ++i) {
-              if (got[i] == expected[i]) continue;
-              INFO("splits " << splits << " token " << static_cast<int64_t>(i) / rows << " row "
-                             << static_cast<int64_t>(i) % rows);
-              REQUIRE(got[i] == expected[i]);
+          // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows);
+          // at decode, each of the paths a kernel may choose between by speed (FasterPath).
+          for (int path = 0; path < (tokens == 1 ? 2 : 1); ++path) {
+            if (tokens == 1) FasterPath::ForceForTesting(path);
+            for (int splits : {1, 3}) {
+              RunMatmul(*b, m.view, x, &got, splits);
+              for (size_t i = 0; i < expected.size(); ++i) {
+                if (got[i] == expected[i]) continue;
+                INFO("path " << path << " splits " << splits << " token " << static_cast<int64_t>(i) / rows
+                             << " row " << static_cast<int64_t>(i) % rows);
+                FasterPath::ForceForTesting(-1);
+                REQUIRE(got[i] == expected[i]);
+              }
             }
           }
+          FasterPath::ForceForTesting(-1);
         }
       }
     }

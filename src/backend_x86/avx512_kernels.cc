@@ -33,8 +33,10 @@
 #pragma GCC diagnostic pop
 #endif
 
+#include <chrono>
 #include <cstring>
 
+#include "backend/faster_path.h"
 #include "backend/mca_mark.h"
 #include "backend_x86/avx2_kernels.h"
 
@@ -131,7 +133,7 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 // q4_0x4: tile t of the group holds chunk k of its 4 rows in 128-bit lane k (docs/vqf.md), so a
 // 4x4 transpose of 128-bit lanes across the group's 4 tiles gives chunk k of all 16 rows.
 struct TiledQ4_0x4 {
-  static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
+  static constexpr int kMcaId = 31;         // scripts/llvm-mca-x86.sh
   static constexpr int kDecodeStreams = 2;  // see DecodeGroups
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
@@ -196,7 +198,7 @@ struct PlainQ4_0 {
   static constexpr int kMcaId = 33;
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
-  static constexpr bool kTiled = false;  // decode runs the AVX2 kernel (MatmulQuantized)
+  static constexpr bool kTiled = false;      // decode runs the AVX2 kernel (MatmulQuantized)
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<18>(data, blocks, r0, n_rows, b);
   }
@@ -291,7 +293,7 @@ struct PlainQ8_0 {
   static constexpr int kMcaId = 34;
   static constexpr int32_t kZeroPoint = 128;
   static constexpr int kRowBlockBytes = 34;  // bytes per row and block; rows r.. of a block start at r * blocks * this
-  static constexpr bool kTiled = false;  // decode runs the AVX2 kernel (MatmulQuantized)
+  static constexpr bool kTiled = false;      // decode runs the AVX2 kernel (MatmulQuantized)
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<34>(data, blocks, r0, n_rows, b);
   }
@@ -489,42 +491,52 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   }
 }
 
-// Decode: one token against Weights::kDecodeStreams adjacent 16-row groups at once, each stream
-// prefetching the group it will read next. One-thread Q4_0 tg32 read 67-70% of the bandwidth probe
-// with one group, 75-78% with two groups taken from the two halves of the range (prefetching 32 KB
-// ahead in each tile stream), 83-86% with two adjacent groups; three read as two, four spill
-// registers. Since each stream sweeps its next group in address order (PrefetchSweepStep), Q8_0
-// (544 bytes per group and block, against Q4_0's 288) reads best with one: paired in one process,
-// 2-thread tg +5% and 1-thread +2% over two, while Q4_0 with one was +2% at two threads and -3% at
-// one. Three groups read 21% slower. The rearrangement is the prefill's, done as the block streams
-// in.
+// Decode: one token against G adjacent 16-row groups at once, each stream prefetching the group it
+// will read next, in one of two orders (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of the
+// bandwidth probe with one group, 75-78% with two groups taken from the two halves of the range
+// (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups; three read as
+// two (21% slower in the sweep order), four spill registers. The rearrangement is the prefill's,
+// done as the block streams in.
+//
+// Which order reads faster depends on what else the machine's memory is doing: on the shared Zen 5,
+// paired in one process, the sweep read Q4_0 tg 16-19% (2 threads) faster while the machine was busy
+// and 10-12% (1 and 2 threads) slower while it was quiet. So the kernel measures both as it runs and
+// takes the faster (FasterPath, below; bench/README.md has the figures).
+enum class PrefetchOrder {
+  // Block b of each 4-row tile of the group G on: the loads' own order, 4 (Q4_0) or 2 (Q8_0)
+  // places a fraction of the group's region apart.
+  kTiles,
+  // The group G on, swept in address order: G sequential streams per thread. In every layout a
+  // 16-row group's rows are one contiguous region (blocks * 16 * kRowBlockBytes bytes) and groups
+  // follow each other; each block step prefetches 16 * kRowBlockBytes of it, so the sweep ends as
+  // the current group does. Past the range's end it touches the next rows or nothing: a prefetch
+  // never faults.
+  kSweep,
+};
 
-// Prefetches the b-th of `blocks` equal steps through the region of the 16-row group at row r0: in
-// every layout a group's rows are one contiguous region (blocks * 16 * kRowBlockBytes bytes) and
-// groups follow each other. Each decode stream sweeps, in address order, the group it reads next
-// (G groups on) while it reads the current one, so memory sees G sequential streams per thread.
-// Prefetching block b of that group's 4-row tiles instead (the loads' own order, 4 or 2 places
-// 1/4 or 1/2 of the region apart) read 8% (Q4_0) and 5% (Q8_0) slower at two threads, about even at
-// one (bench/README.md). Past the range's end it touches the next rows or nothing: a prefetch
-// never faults.
-template <typename Weights>
-inline void PrefetchSweepStep(const uint8_t* data, int64_t blocks, int64_t r0, int64_t b) {
-  constexpr int64_t kStep = kRows * Weights::kRowBlockBytes;
-  const uint8_t* region = data + r0 * blocks * Weights::kRowBlockBytes;
-  for (int64_t offset = (b * kStep) & ~int64_t{63}; offset < (b + 1) * kStep; offset += 64) PrefetchLine(region + offset);
-}
+// Streams per order: the sweep keeps memory busy with one Q8_0 group (544 bytes a block, against
+// Q4_0's 288), 2-5% faster than two in that order.
+template <typename Weights, PrefetchOrder kOrder>
+constexpr int kDecodeStreams = kOrder == PrefetchOrder::kSweep&& Weights::kRowBlockBytes > 18 ? 1 : 2;
 
-template <typename Weights, int G>
+template <typename Weights, PrefetchOrder kOrder, int G>
 void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_rows, const BlockQ8_0* a,
                   const int32_t* sums, const float* a_scale, float* y) {
+  constexpr bool kMarked = kOrder == PrefetchOrder::kTiles && G == kDecodeStreams<Weights, kOrder>;
+  constexpr int64_t kSweepStep = kRows * Weights::kRowBlockBytes;
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (G == Weights::kDecodeStreams) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
+    if constexpr (kMarked) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
     const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
     const __m512 as = _mm512_set1_ps(a_scale[b]);
     for (int g = 0; g < G; ++g) {
-      PrefetchSweepStep<Weights>(data, blocks, r0[g] + G * kRows, b);
+      if constexpr (kOrder == PrefetchOrder::kSweep) {
+        const uint8_t* next = data + (r0[g] + G * kRows) * blocks * Weights::kRowBlockBytes;  // its first byte
+        for (int64_t at = (b * kSweepStep) & ~int64_t{63}; at < (b + 1) * kSweepStep; at += 64) PrefetchLine(next + at);
+      } else {
+        Weights::Prefetch(data, blocks, r0[g] + G * kRows, kRows, b);
+      }
       WeightBlock w;
       Weights::Load(data, blocks, r0[g], n_rows, b, &w);
       // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
@@ -536,25 +548,45 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
       const __m512 scale = _mm512_mul_ps(w.scale, as);
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
     }
-    if constexpr (G == Weights::kDecodeStreams) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
+    if constexpr (kMarked) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
   }
   for (int g = 0; g < G; ++g) StoreRows(y + r0[g], acc[g], n_rows);
 }
 
-template <typename Weights>
+template <typename Weights, PrefetchOrder kOrder>
 void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                 int64_t row_end) {
-  constexpr int G = Weights::kDecodeStreams;
+  constexpr int G = kDecodeStreams<Weights, kOrder>;
   const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
   for (int64_t i = 0; i < steps; ++i) {
     int64_t r0[G];
     for (int g = 0; g < G; ++g) r0[g] = row_begin + kRows * (G * i + g);
-    DecodeGroups<Weights, G>(data, blocks, r0, kRows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+    DecodeGroups<Weights, kOrder, G>(data, blocks, r0, kRows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
   }
   for (int64_t r = row_begin + kRows * G * steps; r < row_end; r += kRows) {
     const int n_rows = static_cast<int>(row_end - r < kRows ? row_end - r : kRows);
-    DecodeGroups<Weights, 1>(data, blocks, &r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+    DecodeGroups<Weights, kOrder, 1>(data, blocks, &r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
   }
+}
+
+// Decode in whichever prefetch order has lately been faster per byte, for this weight type in this
+// process (one FasterPath each: Q4_0 and Q8_0 streams differ).
+template <typename Weights>
+void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
+                      int64_t row_end) {
+  static FasterPath order;
+  const FasterPath::Choice choice = order.Pick();
+  const auto start = choice.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  if (choice.path == 0) {
+    DecodeRows<Weights, PrefetchOrder::kTiles>(data, blocks, x, y, row_begin, row_end);
+  } else {
+    DecodeRows<Weights, PrefetchOrder::kSweep>(data, blocks, x, y, row_begin, row_end);
+  }
+  if (!choice.timed) return;
+  const auto nanoseconds =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+  order.Report(choice.path, static_cast<uint64_t>(nanoseconds.count()),
+               static_cast<uint64_t>((row_end - row_begin) * blocks * Weights::kRowBlockBytes));
 }
 
 template <typename Weights>
@@ -572,7 +604,7 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
     // Decode over plain rows: 16 (32 with two groups) row streams of 18 or 34 bytes per block read
     // 6.5-8.4 GB/s from memory here, the AVX2 kernel's 4-8 rows at a time 22-27 (bench/README.md).
     if constexpr (Weights::kTiled) {
-      return DecodeRows<Weights>(data, blocks, x, y, row_begin, row_end);
+      return DecodeRowsFaster<Weights>(data, blocks, x, y, row_begin, row_end);
     } else {
       return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
     }
