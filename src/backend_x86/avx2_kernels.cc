@@ -10,10 +10,12 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
+#include "backend/faster_path.h"
 #include "backend/mca_mark.h"
 
 namespace kestrel::avx2 {
@@ -596,13 +598,18 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
 }
 
 // Decode over tiles: one token against G adjacent 8-row groups at once, so 2G weight streams (two
-// tiles per group) are in flight, each prefetching the block it reads one step (G groups) later;
+// tiles per group) are in flight, each prefetching the group it reads one step (G groups) later;
 // the token's broadcast words serve every group. As Q4Tile with one token: bit-identical. Adjacent
 // groups rather than one from each G-th part of the range (which restarted G cold streams in every
 // chunk the row scheduler hands out): 2-thread tg32 +15-20% on a Zen 5 (bench/README.md).
+// The prefetch takes one of two orders, as avx512_vnni's decode does and for the same reason (the
+// faster one depends on how busy the machine's memory is; avx512_kernels.cc, PrefetchOrder): block b
+// of the next group's two tiles (kSweep false), or the next group's region in address order (true).
+// Measured with --backend avx2 on the Zen 5, paired in one process: the sweep 7% faster at two
+// threads while the machine was busy, 7% slower while it was not; FasterPath picks as it runs.
 constexpr int kQ4DecodeStreams = 2;
 
-template <int G>
+template <int G, bool kSweep>
 inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* rows, const BlockQ8_0* a,
                            const int32_t* offset, const float* a_scale, __m256* acc) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
@@ -614,12 +621,18 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
       a_hi[k] = Broadcast32(q + 16 + 4 * k);
     }
     for (int g = 0; g < G; ++g) {
-      // The same block of the group G on, which this stream reads next (see kQ4DecodeStreams;
-      // past the range's end it is the next rows or nothing: a prefetch never faults).
-      for (int64_t row = rows[g] + 8 * G; row < rows[g] + 8 * G + 8; row += 4) {
-        const char* next = reinterpret_cast<const char*>(Q4Tiles::At(data, blocks, row, b));
-        _mm_prefetch(next, _MM_HINT_T0);
-        _mm_prefetch(next + 71, _MM_HINT_T0);
+      // The group G on, which this stream reads next (see kQ4DecodeStreams; past the range's end it
+      // is the next rows or nothing: a prefetch never faults).
+      if constexpr (kSweep) {
+        // Its 8 rows are one region of blocks * 144 bytes; this block's share of it.
+        const char* next = reinterpret_cast<const char*>(data + (rows[g] + 8 * G) * blocks * 18);
+        for (int64_t at = (b * 144) & ~int64_t{63}; at < (b + 1) * 144; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
+      } else {
+        for (int64_t row = rows[g] + 8 * G; row < rows[g] + 8 * G + 8; row += 4) {
+          const char* next = reinterpret_cast<const char*>(Q4Tiles::At(data, blocks, row, b));
+          _mm_prefetch(next, _MM_HINT_T0);
+          _mm_prefetch(next + 71, _MM_HINT_T0);
+        }
       }
       Q4Chunks w;
       Q4Tiles::LoadAt(Q4Tiles::At(data, blocks, rows[g], b), Q4Tiles::At(data, blocks, rows[g] + 4, b), &w);
@@ -670,6 +683,10 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
       if (c1 - c0 == 1) {
         constexpr int G = kQ4DecodeStreams;
         const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
+        static FasterPath order;
+        const FasterPath::Choice choice = order.Pick();
+        const auto start = choice.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+        const auto* data = static_cast<const uint8_t*>(w.data);
         for (int64_t i = 0; i < part; ++i) {
           int64_t rows[G];
           __m256 acc[G];
@@ -677,9 +694,18 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
             rows[g] = r0 + 8 * (G * i + g);
             acc[g] = _mm256_setzero_ps();
           }
-          Q4DecodeGroups<G>(static_cast<const uint8_t*>(w.data), blocks, rows, x.q8_0 + c0 * blocks, offsets, scales,
-                            acc);
+          if (choice.path == 0) {
+            Q4DecodeGroups<G, false>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
+          } else {
+            Q4DecodeGroups<G, true>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
+          }
           for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + c0 * y_stride + rows[g], acc[g]);
+        }
+        if (choice.timed) {
+          const auto ns =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
+          order.Report(choice.path, static_cast<uint64_t>(ns.count()),
+                       static_cast<uint64_t>(part * G * 8 * blocks * 18));
         }
         r0 += 8 * G * part;
       }
