@@ -93,7 +93,12 @@ class Session {
       job(0, 1);
     }
   }
+  // The input of the next products: x itself, or with `norm`, RMSNorm(x) with that weight (into
+  // xn_); quantized to Q8_0 blocks when `quantize`. Spread over the pool by tokens for prefill.
   void PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize);
+  void PrepareInput(const float* x, const float* norm, int32_t n, int64_t columns, bool quantize);
+  // x += y over n rows of `columns` (the residual connections), spread over the pool for prefill.
+  void AddRows(float* x, const float* y, int32_t n, int64_t columns);
   // gate_ = silu(gate_) * up_ for n rows of `columns`, spread over the pool for prefill.
   void SiluMulRows(int32_t n, int64_t columns);
   absl::Status CheckFinite(const float* values, int64_t count, int layer, const char* op) const;
