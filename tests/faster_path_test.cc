@@ -1,8 +1,8 @@
 // FasterPath (src/backend/faster_path.h), the run-time choice between two equivalent code paths:
-// the schedule of explored and timed windows, that the faster path per unit of work wins each
-// period and the choice follows when the speeds swap, that untimed or missing reports change
-// nothing, and that two threads calling it at once still converge. Simulated costs stand in for
-// the decode kernel's measured ones (which kernels_test cannot make deterministic).
+// the schedule of untimed time and timed trial slices, that the faster path per unit of work wins
+// each trial and the choice follows when the speeds swap, that untimed or one-sided trials change
+// nothing, and that two threads calling it at once still converge. Simulated times and costs stand
+// in for the decode kernels' measured ones (which kernels_test cannot make deterministic).
 #include "backend/faster_path.h"
 
 #include <catch2/catch.hpp>
@@ -12,78 +12,100 @@
 namespace kestrel {
 namespace {
 
-// Runs `calls` calls where a call on path p costs rate[p] per unit of `work`; returns how many ran
-// on each path.
-std::vector<int> Run(FasterPath& chooser, int calls, const double rate[2], uint64_t work = 100) {
+// One call at each time in [from, to); a call on path p takes rate[p] per unit of `work`. Returns
+// how many calls ran on each path.
+std::vector<int> Run(FasterPath& chooser, int64_t from, int64_t to, const double rate[2], uint64_t work = 100) {
   std::vector<int> ran(2, 0);
-  for (int i = 0; i < calls; ++i) {
-    const FasterPath::Choice c = chooser.Pick();
+  for (int64_t now = from; now < to; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
     ++ran[c.path];
-    if (c.timed) chooser.Report(c.path, static_cast<uint64_t>(rate[c.path] * work), work);
+    if (c.timed) chooser.Report(c, now + static_cast<int64_t>(rate[c.path] * work), work);
   }
   return ran;
 }
 
 TEST_CASE("FasterPath times the end of each period, taking the two paths in turn", "[faster_path]") {
-  FasterPath chooser(12, 8, 2);  // periods of 12 calls, the last 8 a trial in slices of 2
+  FasterPath chooser(12, 8, 2);  // periods of 12 time units, the last 8 a trial in slices of 2
   const int expected_path[12] = {0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1};
   const bool expected_timed[12] = {false, false, false, false, true, true, true, true, true, true, true, true};
-  for (int i = 0; i < 12; ++i) {
-    const FasterPath::Choice c = chooser.Pick();
-    CHECK(c.path == expected_path[i]);
-    CHECK(c.timed == expected_timed[i]);
+  for (int64_t now = 0; now < 12; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    CHECK(c.path == expected_path[now]);
+    CHECK(c.timed == expected_timed[now]);
+    CHECK(c.start == now);
   }
-  CHECK(chooser.best() == 0);  // nothing reported: no decision
-  CHECK(chooser.Pick().path == 0);
+  CHECK(chooser.Pick(12).path == 0);  // nothing reported: no decision
+  CHECK(chooser.best() == 0);
 }
 
 TEST_CASE("FasterPath takes the path with the lower time per unit of work and follows a swap", "[faster_path]") {
   FasterPath chooser(32, 16, 4);
   const double one_faster[2] = {1.2, 1.0};
-  Run(chooser, 32, one_faster);
-  CHECK(chooser.best() == 0);  // the first period's decision is taken by the next call
-  Run(chooser, 1, one_faster);
+  Run(chooser, 0, 32, one_faster);
+  CHECK(chooser.best() == 0);  // the trial is compared when the next period begins
+  Run(chooser, 32, 33, one_faster);
   CHECK(chooser.best() == 1);
-  // Once decided, the 16 calls before the trial and half the trial run the faster path (the
-  // first call of this period ran above).
-  const std::vector<int> ran = Run(chooser, 31, one_faster);
+  // Once decided, the 16 units before the trial and half the trial run the faster path (the first
+  // call of this period ran above).
+  const std::vector<int> ran = Run(chooser, 33, 64, one_faster);
   CHECK(ran[1] == 15 + 8);
   CHECK(ran[0] == 8);
 
   const double zero_faster[2] = {1.0, 1.3};
-  Run(chooser, 1, zero_faster);  // decides on the period that used one_faster
+  Run(chooser, 64, 65, zero_faster);  // decides on the trial that ran with one_faster
   CHECK(chooser.best() == 1);
-  Run(chooser, 32, zero_faster);
+  Run(chooser, 65, 97, zero_faster);
   CHECK(chooser.best() == 0);
 }
 
 TEST_CASE("FasterPath compares time per unit of work, not per call", "[faster_path]") {
   FasterPath chooser(4, 4, 2);
-  // Path 0 (the trial's first slice) does 1 unit per call at 2.0 a unit; path 1 (the second) 10
-  // units at 1.0: longer calls, cheaper work.
-  for (int i = 0; i < 4; ++i) {
-    const FasterPath::Choice c = chooser.Pick();
+  // Path 0 (the trial's first slice) does 1 unit per call in 2 time units; path 1 (the second) 10
+  // units in 10: longer calls, cheaper work.
+  for (int64_t now = 0; now < 4; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
     REQUIRE(c.timed);
-    if (c.path == 0)
-      chooser.Report(0, 2, 1);
-    else
-      chooser.Report(1, 10, 10);
+    if (c.path == 0) {
+      chooser.Report(c, now + 2, 1);
+    } else {
+      chooser.Report(c, now + 10, 10);
+    }
   }
-  chooser.Pick();
+  chooser.Pick(4);
   CHECK(chooser.best() == 1);
 }
 
-TEST_CASE("FasterPath keeps its choice when a period has only one path's reports", "[faster_path]") {
+TEST_CASE("FasterPath counts a call's time from its start, late in a long-running clock", "[faster_path]") {
+  FasterPath chooser(4, 4, 2);
+  const int64_t base = int64_t{1} << 40;  // a steady clock's nanoseconds after days of uptime
+  // Path 0: 10 units in 20; path 1: 1 unit in 1. Path 1 is faster per unit of work.
+  for (int64_t now = base; now < base + 4; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    REQUIRE(c.timed);
+    if (c.path == 0) {
+      chooser.Report(c, now + 20, 10);
+    } else {
+      chooser.Report(c, now + 1, 1);
+    }
+  }
+  chooser.Pick(base + 4);
+  CHECK(chooser.best() == 1);
+}
+
+TEST_CASE("FasterPath keeps its choice when a trial has only one path's reports or none", "[faster_path]") {
   FasterPath chooser(4, 4, 2);
   const double one_faster[2] = {2.0, 1.0};
-  Run(chooser, 5, one_faster);
+  Run(chooser, 0, 5, one_faster);
   REQUIRE(chooser.best() == 1);
-  // A period where only path 1 reports (path 0's calls fail to report): no comparison, no change.
-  for (int i = 0; i < 4; ++i) {
-    const FasterPath::Choice c = chooser.Pick();
-    if (c.path == 1) chooser.Report(1, 5, 1);
+  // A trial where only path 1 reports: no comparison, no change.
+  for (int64_t now = 5; now < 8; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    if (c.path == 1) chooser.Report(c, now + 5, 1);
   }
-  chooser.Pick();
+  chooser.Pick(8);
+  CHECK(chooser.best() == 1);
+  // Periods with no calls at all (an idle session) change nothing either.
+  chooser.Pick(400);
   CHECK(chooser.best() == 1);
 }
 
@@ -91,7 +113,7 @@ TEST_CASE("FasterPath converges with two threads calling at once", "[faster_path
   FasterPath chooser(512, 128, 16);
   const double one_faster[2] = {1.5, 1.0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < 2; ++t) threads.emplace_back([&] { Run(chooser, 512 * 10, one_faster); });
+  for (int t = 0; t < 2; ++t) threads.emplace_back([&] { Run(chooser, 0, 512 * 10, one_faster); });
   for (auto& th : threads) th.join();
   CHECK(chooser.best() == 1);
 }

@@ -10,7 +10,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -684,8 +683,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
         constexpr int G = kQ4DecodeStreams;
         const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
         static FasterPath order;
-        const FasterPath::Choice choice = order.Pick();
-        const auto start = choice.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+        const FasterPath::Choice choice = order.Pick(NowNanoseconds());
         const auto* data = static_cast<const uint8_t*>(w.data);
         for (int64_t i = 0; i < part; ++i) {
           int64_t rows[G];
@@ -701,12 +699,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
           }
           for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + c0 * y_stride + rows[g], acc[g]);
         }
-        if (choice.timed) {
-          const auto ns =
-              std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-          order.Report(choice.path, static_cast<uint64_t>(ns.count()),
-                       static_cast<uint64_t>(part * G * 8 * blocks * 18));
-        }
+        if (choice.timed) order.Report(choice, NowNanoseconds(), static_cast<uint64_t>(part * G * 8 * blocks * 18));
         r0 += 8 * G * part;
       }
     }

@@ -33,7 +33,6 @@
 #pragma GCC diagnostic pop
 #endif
 
-#include <chrono>
 #include <cstring>
 
 #include "backend/faster_path.h"
@@ -575,18 +574,16 @@ template <typename Weights>
 void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                       int64_t row_end) {
   static FasterPath order;
-  const FasterPath::Choice choice = order.Pick();
-  const auto start = choice.timed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const FasterPath::Choice choice = order.Pick(NowNanoseconds());
   if (choice.path == 0) {
     DecodeRows<Weights, PrefetchOrder::kTiles>(data, blocks, x, y, row_begin, row_end);
   } else {
     DecodeRows<Weights, PrefetchOrder::kSweep>(data, blocks, x, y, row_begin, row_end);
   }
-  if (!choice.timed) return;
-  const auto nanoseconds =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start);
-  order.Report(choice.path, static_cast<uint64_t>(nanoseconds.count()),
-               static_cast<uint64_t>((row_end - row_begin) * blocks * Weights::kRowBlockBytes));
+  if (choice.timed) {
+    order.Report(choice, NowNanoseconds(),
+                 static_cast<uint64_t>((row_end - row_begin) * blocks * Weights::kRowBlockBytes));
+  }
 }
 
 template <typename Weights>
