@@ -21,7 +21,8 @@ echo "== AVX-512 instructions only in avx512_vnni code"
 # Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
 # belong to the avx512_vnni backend, whose code runs only after its CPUID check (anything else is a
 # SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The AVX-512 unit
-# must define no weak (shared inline or template) symbol that the linker could pick for other code.
+# must define no weak (shared inline or template) symbol that the linker could pick for other code,
+# and no static initializer.
 objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
   /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
   /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])|vpdpbusd/ {
@@ -40,7 +41,13 @@ if [ -n "$weak" ]; then
   echo "$weak" >&2
   exit 1
 fi
-echo "ok: AVX-512 instructions only in avx512_vnni functions; no weak symbols in $avx512_object"
+# Nor any static initializer: it would run when the library loads, on every CPU.
+if nm "$avx512_object" | grep -q '_GLOBAL__sub_I'; then
+  echo "error: the AVX-512 unit has a static initializer (runs at load on every CPU):" >&2
+  nm -C "$avx512_object" | grep '_GLOBAL__sub_I' >&2
+  exit 1
+fi
+echo "ok: AVX-512 instructions only in avx512_vnni functions; no weak symbols or static initializers in $avx512_object"
 
 echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole

@@ -16,15 +16,19 @@
 #pragma once
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 
 namespace kestrel {
 
+// Out of line (faster_path.cc, baseline flags) on purpose: the AVX-512 unit includes this header,
+// and an inline member compiled there could be the copy the linker keeps for everyone. Callers
+// keep instances at namespace scope (constant-initialized), not as function-local statics, whose
+// guarded initialization would need exception-handling data in those units.
 class FasterPath {
  public:
   // Durations in the unit of the times passed in (nanoseconds below); 0 < slice, trial <= period.
-  explicit FasterPath(int64_t period = 128'000'000, int64_t trial = 8'000'000, int64_t slice = 500'000)
+  // constexpr, so that a FasterPath at namespace scope is initialized without running code.
+  constexpr explicit FasterPath(int64_t period = 128'000'000, int64_t trial = 8'000'000, int64_t slice = 500'000)
       : period_(period), trial_(trial), slice_(slice) {}
 
   struct Choice {
@@ -33,58 +37,28 @@ class FasterPath {
     int64_t start;  // the time passed to Pick
   };
 
-  // The path for a call starting at `now` (a clock that never goes back, e.g. steady_clock in
-  // nanoseconds); path 0 until the first trial has been compared.
-  Choice Pick(int64_t now) {
-    const int forced = forced_.load(std::memory_order_relaxed);
-    if (forced >= 0) return {forced, false, now};
-    const int64_t period = now / period_;
-    int64_t seen = period_seen_.load(std::memory_order_relaxed);
-    if (period > seen && period_seen_.compare_exchange_strong(seen, period, std::memory_order_relaxed)) Decide();
-    const int best = best_.load(std::memory_order_relaxed);
-    const int64_t at = now % period_;
-    if (at < period_ - trial_) return {best, false, now};
-    const bool other = (at - (period_ - trial_)) / slice_ % 2 == 1;
-    return {other ? 1 - best : best, true, now};
-  }
-
+  // The path for a call starting at `now` (a clock that never goes back, e.g. NowNanoseconds());
+  // path 0 until the first trial has been compared.
+  Choice Pick(int64_t now) noexcept;
   // A timed call ended at `end` having done `work` (any unit, the same for both paths).
-  void Report(const Choice& choice, int64_t end, uint64_t work) {
-    time_[choice.path].fetch_add(static_cast<uint64_t>(end - choice.start), std::memory_order_relaxed);
-    work_[choice.path].fetch_add(work, std::memory_order_relaxed);
-  }
-
-  int best() const { return best_.load(std::memory_order_relaxed); }
+  void Report(const Choice& choice, int64_t end, uint64_t work) noexcept;
+  int best() const;
 
   // Tests: from the next call on, every FasterPath in the process takes `path` (0 or 1, untimed),
   // or, with -1, chooses as above again; so conformance tests can run each path for certain.
-  static void ForceForTesting(int path) { forced_.store(path, std::memory_order_relaxed); }
+  static void ForceForTesting(int path);
 
  private:
   // Compares the two paths over the last trial and clears the sums for the next.
-  void Decide() {
-    uint64_t time[2], work[2];
-    for (int p = 0; p < 2; ++p) {
-      time[p] = time_[p].exchange(0, std::memory_order_relaxed);
-      work[p] = work_[p].exchange(0, std::memory_order_relaxed);
-    }
-    if (work[0] == 0 || work[1] == 0) return;
-    const double rate0 = static_cast<double>(time[0]) / static_cast<double>(work[0]);
-    const double rate1 = static_cast<double>(time[1]) / static_cast<double>(work[1]);
-    best_.store(rate1 < rate0 ? 1 : 0, std::memory_order_relaxed);
-  }
+  void Decide();
 
   const int64_t period_, trial_, slice_;
   std::atomic<int64_t> period_seen_{0};
   std::atomic<int> best_{0};
   std::atomic<uint64_t> time_[2] = {0, 0}, work_[2] = {0, 0};
-  static inline std::atomic<int> forced_{-1};
 };
 
 // The clock FasterPath's callers use: steady, in nanoseconds (about 20 ns a read on the Zen 5).
-inline int64_t NowNanoseconds() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+int64_t NowNanoseconds() noexcept;
 
 }  // namespace kestrel

@@ -607,6 +607,7 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
 // Measured with --backend avx2 on the Zen 5, paired in one process: the sweep 7% faster at two
 // threads while the machine was busy, 7% slower while it was not; FasterPath picks as it runs.
 constexpr int kQ4DecodeStreams = 2;
+FasterPath q4_decode_order;  // which prefetch order is faster lately
 
 template <int G, bool kSweep>
 inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* rows, const BlockQ8_0* a,
@@ -682,8 +683,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
       if (c1 - c0 == 1) {
         constexpr int G = kQ4DecodeStreams;
         const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
-        static FasterPath order;
-        const FasterPath::Choice choice = order.Pick(NowNanoseconds());
+        const FasterPath::Choice choice = q4_decode_order.Pick(NowNanoseconds());
         const auto* data = static_cast<const uint8_t*>(w.data);
         for (int64_t i = 0; i < part; ++i) {
           int64_t rows[G];
@@ -699,7 +699,8 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
           }
           for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + c0 * y_stride + rows[g], acc[g]);
         }
-        if (choice.timed) order.Report(choice, NowNanoseconds(), static_cast<uint64_t>(part * G * 8 * blocks * 18));
+        if (choice.timed)
+          q4_decode_order.Report(choice, NowNanoseconds(), static_cast<uint64_t>(part * G * 8 * blocks * 18));
         r0 += 8 * G * part;
       }
     }

@@ -568,12 +568,15 @@ void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float
   }
 }
 
-// Decode in whichever prefetch order has lately been faster per byte, for this weight type in this
-// process (one FasterPath each: Q4_0 and Q8_0 streams differ).
+// Which prefetch order has lately been faster per byte, for this weight type in this process (one
+// each: Q4_0 and Q8_0 streams differ).
+template <typename Weights>
+FasterPath decode_order;
+
 template <typename Weights>
 void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                       int64_t row_end) {
-  static FasterPath order;
+  FasterPath& order = decode_order<Weights>;
   const FasterPath::Choice choice = order.Pick(NowNanoseconds());
   if (choice.path == 0) {
     DecodeRows<Weights, PrefetchOrder::kTiles>(data, blocks, x, y, row_begin, row_end);
