@@ -204,19 +204,41 @@ void Session::SiluMulRows(int32_t n, int64_t columns) {
 }
 
 void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
+  const LinearOutput output{&w, y};
+  Linear(&output, 1, n, role);
+}
+
+void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role) {
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
   const Activations& x = input_;
+  int64_t work = 0, total_rows = 0;
+  for (int i = 0; i < count; ++i) {
+    work += outputs[i].w->rows * outputs[i].w->columns * int64_t{n};
+    total_rows += outputs[i].w->rows;
+  }
   // Shares for the threads that will run (a product too small for the pool gets one share, walked
-  // in order); chunk boundaries fall on whole layout tiles and on 16 rows, the widest strip a
-  // kernel takes.
-  const int64_t work = w.rows * w.columns * int64_t{n};
+  // in order), in chunks of about the same number of rows in every matrix, kChunksPerThread per
+  // thread in all; chunk boundaries fall on whole layout tiles and on 16 rows, the widest strip a
+  // kernel takes. The scheduler hands out chunk numbers: matrix i has chunks first[i]..first[i+1).
   const int parts = Parts(work);
-  const int64_t align = std::lcm(int64_t{16}, LayoutTileRows(w.layout));
-  rows_.Reset(w.rows, parts, RowScheduler::ChunkRows(w.rows, parts, kChunksPerThread, align));
-  auto job = [&](int i, int /*parts*/) {
-    int64_t begin = 0, end = 0;
-    while (rows_.Next(i, &begin, &end)) k.matmul(w, x, y, w.rows, begin, end);
+  const int64_t target = RowScheduler::ChunkRows(total_rows, parts, kChunksPerThread, 1);
+  int64_t chunk_rows[kMaxFusedProducts], first[kMaxFusedProducts + 1] = {0};
+  for (int i = 0; i < count; ++i) {
+    const int64_t align = std::lcm(int64_t{16}, LayoutTileRows(outputs[i].w->layout));
+    chunk_rows[i] = std::max(align, (target + align - 1) / align * align);
+    first[i + 1] = first[i] + (outputs[i].w->rows + chunk_rows[i] - 1) / chunk_rows[i];
+  }
+  rows_.Reset(first[count], parts, 1);
+  auto job = [&](int part, int /*parts*/) {
+    int64_t chunk = 0, next = 0;
+    while (rows_.Next(part, &chunk, &next)) {
+      int i = 0;
+      while (chunk >= first[i + 1]) ++i;
+      const MatrixView& w = *outputs[i].w;
+      const int64_t begin = (chunk - first[i]) * chunk_rows[i];
+      k.matmul(w, x, outputs[i].y, w.rows, begin, std::min(w.rows, begin + chunk_rows[i]));
+    }
   };
   Spread(work, job);
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);
@@ -277,9 +299,8 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     PrepareInput(x_.data(), w.attn_norm, n, dim,
                  IsBlockQuantized(w.q.dtype) || IsBlockQuantized(w.k.dtype) || IsBlockQuantized(w.v.dtype));
     other_done();
-    Linear(w.q, n, q_.data(), TimingRole::kQkv);
-    Linear(w.k, n, k_.data(), TimingRole::kQkv);
-    Linear(w.v, n, v_.data(), TimingRole::kQkv);
+    const LinearOutput qkv[] = {{&w.q, q_.data()}, {&w.k, k_.data()}, {&w.v, v_.data()}};
+    Linear(qkv, 3, n, TimingRole::kQkv);
     if (auto s = CheckFinite(q_.data(), n * q_dim, layer, "attn_q matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(k_.data(), n * kv_dim, layer, "attn_k matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(v_.data(), n * kv_dim, layer, "attn_v matmul"); !s.ok()) return s;
@@ -356,8 +377,8 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
 
     PrepareInput(x_.data(), w.ffn_norm, n, dim, IsBlockQuantized(w.gate.dtype) || IsBlockQuantized(w.up.dtype));
     other_done();
-    Linear(w.gate, n, gate_.data(), TimingRole::kGateUp);
-    Linear(w.up, n, up_.data(), TimingRole::kGateUp);
+    const LinearOutput gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
+    Linear(gate_up, 2, n, TimingRole::kGateUp);
     if (auto s = CheckFinite(gate_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_gate matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(up_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_up matmul"); !s.ok()) return s;
     other_start = Clock::now();

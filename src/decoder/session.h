@@ -79,6 +79,14 @@ class Session {
   // y[n][w.rows] = W x, split over threads by rows in chunks (RowScheduler); x must have been
   // prepared by PrepareInput.
   void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
+  // The same for up to kMaxFusedProducts matrices that share the input (Q, K and V; gate and up),
+  // as one job: the threads split all their rows together, so a matrix's last chunk is not a wait.
+  struct LinearOutput {
+    const MatrixView* w;
+    float* y;
+  };
+  static constexpr int kMaxFusedProducts = 3;
+  void Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role);
   // How many threads a job of this many multiply-adds runs on: the whole pool when the work is worth
   // waking the workers for (about 64K per thread), else 1.
   int Parts(int64_t multiply_adds) const {
