@@ -530,6 +530,13 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
     const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
     const __m512 as = _mm512_set1_ps(a_scale[b]);
     for (int g = 0; g < G; ++g) {
+      // The empty asm hides that every group reads the same activation block, so each group
+      // broadcasts its own words instead of GCC hoisting 8 broadcast registers over all groups:
+      // per group most broadcasts fold into VPDPBUSD's memory operand, and the block step's
+      // general-register spills to xmm drop from 25 to 13. The hoisted form decoded 10% slower at
+      // one thread (Q4_0; Q8_0 3%; paired runs, bench/README.md).
+      const BlockQ8_0* ab = a + b;
+      __asm__("" : "+r"(ab));
       if constexpr (kOrder == PrefetchOrder::kSweep) {
         const uint8_t* next = data + (r0[g] + G * kRows) * blocks * Weights::kRowBlockBytes;  // its first byte
         for (int64_t at = (b * kSweepStep) & ~int64_t{63}; at < (b + 1) * kSweepStep; at += 64) PrefetchLine(next + at);
@@ -541,8 +548,8 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
       // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
       __m512i low = offset, high = _mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {
-        low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(a[b].qs + 4 * k));
-        high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(a[b].qs + 16 + 4 * k));
+        low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(ab->qs + 4 * k));
+        high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(ab->qs + 16 + 4 * k));
       }
       const __m512 scale = _mm512_mul_ps(w.scale, as);
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
