@@ -614,13 +614,17 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
                            const int32_t* offset, const float* a_scale, __m256* acc) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   for (int64_t b = 0; b < blocks; ++b) {
-    const int8_t* q = a[b].qs;
-    __m256i a_lo[4], a_hi[4];
-    for (int k = 0; k < 4; ++k) {
-      a_lo[k] = Broadcast32(q + 4 * k);
-      a_hi[k] = Broadcast32(q + 16 + 4 * k);
-    }
     for (int g = 0; g < G; ++g) {
+      // Each group broadcasts the token's words itself (the empty asm hides that they are the
+      // same): hoisted over the groups, the 8 broadcast registers crowded the 16 YMM registers;
+      // per group, decode ran 2% (one thread) and 6% (two) faster (--backend avx2 on the Zen 5).
+      const int8_t* q = a[b].qs;
+      __asm__("" : "+r"(q));
+      __m256i a_lo[4], a_hi[4];
+      for (int k = 0; k < 4; ++k) {
+        a_lo[k] = Broadcast32(q + 4 * k);
+        a_hi[k] = Broadcast32(q + 16 + 4 * k);
+      }
       // The group G on, which this stream reads next (see kQ4DecodeStreams; past the range's end it
       // is the next rows or nothing: a prefetch never faults).
       if constexpr (kSweep) {
