@@ -132,8 +132,7 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 // q4_0x4: tile t of the group holds chunk k of its 4 rows in 128-bit lane k (docs/vqf.md), so a
 // 4x4 transpose of 128-bit lanes across the group's 4 tiles gives chunk k of all 16 rows.
 struct TiledQ4_0x4 {
-  static constexpr int kMcaId = 31;         // scripts/llvm-mca-x86.sh
-  static constexpr int kDecodeStreams = 2;  // see DecodeGroups
+  static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
@@ -240,7 +239,6 @@ constexpr LaneIndex kQ8TiledPick[2] = {
 
 struct TiledQ8_0x8 {
   static constexpr int kMcaId = 32;
-  static constexpr int kDecodeStreams = 1;  // see DecodeGroups
   static constexpr int32_t kZeroPoint = 128;
   static constexpr int kRowBlockBytes = 34;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
@@ -516,7 +514,7 @@ enum class PrefetchOrder {
 // Streams per order: the sweep keeps memory busy with one Q8_0 group (544 bytes a block, against
 // Q4_0's 288), 2-5% faster than two in that order.
 template <typename Weights, PrefetchOrder kOrder>
-constexpr int kDecodeStreams = kOrder == PrefetchOrder::kSweep&& Weights::kRowBlockBytes > 18 ? 1 : 2;
+constexpr int kDecodeStreams = (kOrder == PrefetchOrder::kSweep && Weights::kRowBlockBytes > 18) ? 1 : 2;
 
 template <typename Weights, PrefetchOrder kOrder, int G>
 void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_rows, const BlockQ8_0* a,
