@@ -58,38 +58,32 @@ TEST_CASE("FasterPath takes the path with the lower time per unit of work and fo
   CHECK(chooser.best() == 0);
 }
 
-TEST_CASE("FasterPath compares time per unit of work, not per call", "[faster_path]") {
+// One trial of a FasterPath(4, 4, 2) from `start` (a multiple of 4): every call is timed, a call
+// on path p taking duration[p] for work[p]. Returns the best path afterwards.
+int TrialBest(int64_t start, const int64_t duration[2], const uint64_t work[2]) {
   FasterPath chooser(4, 4, 2);
-  // Path 0 (the trial's first slice) does 1 unit per call in 2 time units; path 1 (the second) 10
-  // units in 10: longer calls, cheaper work.
-  for (int64_t now = 0; now < 4; ++now) {
+  for (int64_t now = start; now < start + 4; ++now) {
     const FasterPath::Choice c = chooser.Pick(now);
     REQUIRE(c.timed);
-    if (c.path == 0) {
-      chooser.Report(c, now + 2, 1);
-    } else {
-      chooser.Report(c, now + 10, 10);
-    }
+    chooser.Report(c, now + duration[c.path], work[c.path]);
   }
-  chooser.Pick(4);
-  CHECK(chooser.best() == 1);
+  chooser.Pick(start + 4);
+  return chooser.best();
+}
+
+TEST_CASE("FasterPath compares time per unit of work, not per call", "[faster_path]") {
+  // Path 0 does 1 unit per call in 2 time units; path 1 10 units in 10: longer calls, cheaper work.
+  const int64_t duration[2] = {2, 10};
+  const uint64_t work[2] = {1, 10};
+  CHECK(TrialBest(0, duration, work) == 1);
 }
 
 TEST_CASE("FasterPath counts a call's time from its start, late in a long-running clock", "[faster_path]") {
-  FasterPath chooser(4, 4, 2);
-  const int64_t base = int64_t{1} << 40;  // a steady clock's nanoseconds after days of uptime
-  // Path 0: 10 units in 20; path 1: 1 unit in 1. Path 1 is faster per unit of work.
-  for (int64_t now = base; now < base + 4; ++now) {
-    const FasterPath::Choice c = chooser.Pick(now);
-    REQUIRE(c.timed);
-    if (c.path == 0) {
-      chooser.Report(c, now + 20, 10);
-    } else {
-      chooser.Report(c, now + 1, 1);
-    }
-  }
-  chooser.Pick(base + 4);
-  CHECK(chooser.best() == 1);
+  // Path 0: 10 units in 20; path 1: 1 unit in 1. Path 1 is faster per unit of work; at a steady
+  // clock's nanoseconds after days of uptime, times counted from zero would favour path 0.
+  const int64_t duration[2] = {20, 1};
+  const uint64_t work[2] = {10, 1};
+  CHECK(TrialBest(int64_t{1} << 40, duration, work) == 1);
 }
 
 TEST_CASE("FasterPath keeps its choice when a trial has only one path's reports or none", "[faster_path]") {
