@@ -491,9 +491,9 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
 // Decode: one token against G adjacent 16-row groups at once, each stream prefetching the group it
 // will read next, in one of two orders (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of the
 // bandwidth probe with one group, 75-78% with two groups taken from the two halves of the range
-// (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups; three read as
-// two (21% slower in the sweep order), four spill registers. The rearrangement is the prefill's,
-// done as the block streams in.
+// (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups; three read
+// 11-21% slower, four spill registers. The rearrangement is the prefill's, done as the block
+// streams in.
 //
 // Which order reads faster depends on what else the machine's memory is doing: on the shared Zen 5,
 // paired in one process, the sweep read Q4_0 tg 16-19% (2 threads) faster while the machine was busy
