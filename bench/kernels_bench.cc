@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/faster_path.h"
 #include "backend/q8_0_summary.h"
 #include "backend/registry.h"
 #include "decoder/thread_pool.h"
@@ -57,9 +58,11 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   return f;
 }
 
+// forced_path: -1 lets a kernel with two decode paths choose by speed (FasterPath), 0 or 1 forces one.
 void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
-                 int64_t tokens) {
+                 int64_t tokens, int forced_path = -1) {
   const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens);
+  FasterPath::ForceForTesting(forced_path);
   const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns, f.xq_sums.data(),
                       f.xq_scales.data()};
   std::vector<float> y(rows * tokens);
@@ -73,6 +76,7 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
     state.counters["GB/s"] = benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
   }
   state.counters["GOPS"] = benchmark::Counter(calls * 2.0 * columns * rows * tokens / 1e9, benchmark::Counter::kIsRate);
+  FasterPath::ForceForTesting(-1);
 }
 
 // Portable code (not a kernel table entry): the session runs it once per quantized input.
@@ -190,18 +194,30 @@ void RegisterAll() {
       const std::string name = std::string(DTypeName(c.dtype)) + "_" + LayoutName(c.layout);
       // Qwen3-1.7B shapes: attention projections and the FFN down projection.
       benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x2048").c_str(), BenchMatmul, b, c.dtype, c.layout,
-                                   2048, 2048, 1)->Unit(benchmark::kMicrosecond);
+                                   2048, 2048, 1, -1)
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/6144x2048").c_str(), BenchMatmul, b, c.dtype, c.layout,
-                                   6144, 2048, 1)->Unit(benchmark::kMicrosecond);
+                                   6144, 2048, 1, -1)
+          ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64").c_str(), BenchMatmul, b, c.dtype,
-                                   c.layout, 2048, 2048, 64)->Unit(benchmark::kMillisecond);
+                                   c.layout, 2048, 2048, 64, -1)
+          ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/6144x2048x64").c_str(), BenchMatmul, b, c.dtype,
-                                   c.layout, 6144, 2048, 64)->Unit(benchmark::kMillisecond);
+                                   c.layout, 6144, 2048, 64, -1)
+          ->Unit(benchmark::kMillisecond);
       if (IsBlockQuantized(c.dtype)) {
         // The output projection (vocabulary 151936): 175-330 MB, far beyond the caches, so this one
         // measures how well the kernel streams weights from memory, as decode does.
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936").c_str(), BenchMatmul, b, c.dtype,
-                                     c.layout, 2048, 151936, 1)->Unit(benchmark::kMillisecond);
+                                     c.layout, 2048, 151936, 1, -1)
+            ->Unit(benchmark::kMillisecond);
+        // Each of the two prefetch orders the tiled x86 decode chooses between, forced (the same
+        // kernel twice where there is no choice).
+        for (int path : {0, 1}) {
+          benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/path" + std::to_string(path)).c_str(),
+                                       BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path)
+              ->Unit(benchmark::kMillisecond);
+        }
       }
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);

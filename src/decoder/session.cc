@@ -2,6 +2,7 @@
 #include "decoder/session.h"
 
 #include <algorithm>
+#include <cassert>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -209,6 +210,7 @@ void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) 
 }
 
 void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role) {
+  assert(count >= 1 && count <= kMaxFusedProducts);
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
   const Activations& x = input_;
@@ -396,10 +398,8 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   if (!want_logits) return absl::OkStatus();
 
   other_start = Clock::now();
-  float* last = x_.data() + (n - 1) * dim;
-  k.rmsnorm(last, model_.output_norm(), xn_.data(), dim, c.norm_eps);
+  PrepareInput(x_.data() + (n - 1) * dim, model_.output_norm(), 1, dim, IsBlockQuantized(model_.output().dtype));
   ReportStats(-1, "final_norm", xn_.data(), position_ - 1);
-  PrepareInput(xn_.data(), 1, dim, IsBlockQuantized(model_.output().dtype));
   other_done();
   Linear(model_.output(), 1, logits_.data(), TimingRole::kLmHead);
   return CheckFinite(logits_.data(), c.vocab_size, -1, "lm_head matmul");
