@@ -162,6 +162,33 @@ kestrel_status kestrel_model_load(const char* path, const kestrel_model_params* 
     } else if (const char* env = std::getenv("KESTREL_BACKEND"); env != nullptr) {
       options.backend = env;
     }
+    switch (p.weights_memory) {
+      case KESTREL_WEIGHTS_AUTO:
+        options.weights = kestrel::FileResidence::kAuto;
+        break;
+      case KESTREL_WEIGHTS_MAPPED:
+        options.weights = kestrel::FileResidence::kMapped;
+        break;
+      case KESTREL_WEIGHTS_HUGE_PAGES:
+        options.weights = kestrel::FileResidence::kHugePageCopy;
+        break;
+      default:
+        return Fail(KESTREL_ERROR_INVALID_ARGUMENT,
+                    absl::StrCat("kestrel_model_params.weights_memory is ", p.weights_memory,
+                                 ": use a kestrel_weights_memory value"));
+    }
+    if (const char* env = std::getenv("KESTREL_WEIGHTS");
+        env != nullptr && options.weights == kestrel::FileResidence::kAuto) {
+      const std::string v = env;
+      if (v == "mapped") {
+        options.weights = kestrel::FileResidence::kMapped;
+      } else if (v == "huge-pages") {
+        options.weights = kestrel::FileResidence::kHugePageCopy;
+      } else if (!v.empty() && v != "auto") {
+        return Fail(KESTREL_ERROR_INVALID_ARGUMENT,
+                    absl::StrCat("KESTREL_WEIGHTS is '", v, "': use auto, mapped or huge-pages"));
+      }
+    }
     auto model = kestrel::Model::Load(path, options);
     if (!model.ok()) {
       const auto code = model.status().code();
@@ -205,6 +232,11 @@ kestrel_status kestrel_model_get_info(const kestrel_model* model, kestrel_model_
   out.eos_token = model->model->tokenizer().eos_id();
   out.file_bytes = model->model->file().file_bytes();
   out.load_seconds = model->model->load_seconds();
+  if (const kestrel::MappedFile* mapping = model->model->file().mapping(); mapping != nullptr) {
+    out.weights_memory = mapping->residence() == kestrel::FileResidence::kHugePageCopy ? KESTREL_WEIGHTS_HUGE_PAGES
+                                                                                       : KESTREL_WEIGHTS_MAPPED;
+    out.huge_page_bytes = mapping->HugePageBytes();
+  }
   // Honour a smaller, older struct.
   const size_t n = info->struct_size >= sizeof(uint32_t) && info->struct_size < sizeof(out) ? info->struct_size : sizeof(out);
   std::memcpy(static_cast<void*>(info), &out, n);

@@ -431,6 +431,62 @@ TEST_CASE("capi: file and backend errors", "[capi][shared][errors]") {
   kestrel_model_free(model);
 }
 
+TEST_CASE("capi: weights mapped or copied onto huge pages give run.c's tokens", "[capi][shared][weights]") {
+  STORIES_F32(path);
+  KESTREL_REQUIRE_SHARED(expected, "models/stories260K/expected.json");
+  for (int32_t memory : {KESTREL_WEIGHTS_MAPPED, KESTREL_WEIGHTS_HUGE_PAGES, KESTREL_WEIGHTS_AUTO}) {
+    INFO("weights_memory " << memory);
+    kestrel_model_params params;
+    kestrel_model_params_init(&params);
+    CHECK(params.weights_memory == KESTREL_WEIGHTS_AUTO);
+    params.weights_memory = memory;
+    kestrel_model* raw = nullptr;
+    REQUIRE_OK(kestrel_model_load(path.c_str(), &params, &raw));
+    ModelPtr model(raw);
+    kestrel_model_info info;
+    info.struct_size = sizeof(info);
+    REQUIRE_OK(kestrel_model_get_info(model.get(), &info));
+    if (memory != KESTREL_WEIGHTS_AUTO) CHECK(info.weights_memory == memory);
+    CHECK((info.weights_memory == KESTREL_WEIGHTS_MAPPED || info.weights_memory == KESTREL_WEIGHTS_HUGE_PAGES));
+    CHECK(info.huge_page_bytes <= info.file_bytes + (2u << 20));
+    CheckExpectedCases(model.get(), ReadJson(expected));
+  }
+}
+
+TEST_CASE("capi: weights_memory and KESTREL_WEIGHTS errors", "[capi][shared][weights][errors]") {
+  STORIES_F32(path);
+  kestrel_model_params params;
+  kestrel_model_params_init(&params);
+  kestrel_model* model = nullptr;
+  params.weights_memory = 3;
+  CHECK_STATUS(kestrel_model_load(path.c_str(), &params, &model), KESTREL_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kestrel_last_error()).find("weights_memory") != std::string::npos);
+  CHECK(model == nullptr);
+  params.weights_memory = KESTREL_WEIGHTS_AUTO;
+  REQUIRE(::setenv("KESTREL_WEIGHTS", "lots", 1) == 0);
+  CHECK_STATUS(kestrel_model_load(path.c_str(), &params, &model), KESTREL_ERROR_INVALID_ARGUMENT);
+  CHECK(std::string(kestrel_last_error()).find("KESTREL_WEIGHTS") != std::string::npos);
+  CHECK(model == nullptr);
+  // The environment chooses for AUTO; an explicit choice wins over it.
+  for (const char* env : {"mapped", "huge-pages"}) {
+    INFO(env);
+    REQUIRE(::setenv("KESTREL_WEIGHTS", env, 1) == 0);
+    const int32_t from_env = std::string(env) == "mapped" ? KESTREL_WEIGHTS_MAPPED : KESTREL_WEIGHTS_HUGE_PAGES;
+    const int32_t other = from_env == KESTREL_WEIGHTS_MAPPED ? KESTREL_WEIGHTS_HUGE_PAGES : KESTREL_WEIGHTS_MAPPED;
+    for (int32_t asked : {int32_t{KESTREL_WEIGHTS_AUTO}, other}) {
+      params.weights_memory = asked;
+      REQUIRE_OK(kestrel_model_load(path.c_str(), &params, &model));
+      kestrel_model_info info;
+      info.struct_size = sizeof(info);
+      REQUIRE_OK(kestrel_model_get_info(model, &info));
+      CHECK(info.weights_memory == (asked == KESTREL_WEIGHTS_AUTO ? from_env : other));
+      kestrel_model_free(model);
+      model = nullptr;
+    }
+  }
+  REQUIRE(::unsetenv("KESTREL_WEIGHTS") == 0);
+}
+
 TEST_CASE("capi: argument errors", "[capi][shared][errors]") {
   STORIES_F32(path);
   ModelPtr model = Load(path);

@@ -5,12 +5,12 @@
 //
 // The corpus is built by an assembler written here from docs/vqf.md alone, independent of
 // VqfWriter; a test checks that both produce the same bytes, so the document and the code agree.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
 #include <limits>
 #include <random>
 #include <string>
@@ -1124,6 +1124,69 @@ TEST_CASE("TokenizerData::FromMetadata refuses missing keys, wrong types and bad
            t.eos_ids.clear();
          }),
          "empty vocabulary");
+}
+
+// The first line of a sysfs file ("" when absent): which transparent-huge-page modes are in force.
+std::string ThpSetting(const char* name) {
+  std::ifstream in(std::string("/sys/kernel/mm/transparent_hugepage/") + name);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+TEST_CASE("MappedFile holds the same bytes mapped and copied onto huge pages", "[vqf][residence]") {
+  // 6 MiB and a bit: two whole 2 MiB pages at least, and a tail that ends mid-page.
+  std::vector<uint8_t> bytes((size_t{6} << 20) + 12345);
+  uint64_t state = 99;
+  for (auto& b : bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    b = static_cast<uint8_t>(state >> 56);
+  }
+  const std::string path = testing::TempPath("residence.bin");
+  testing::WriteFileBytes(path, bytes.data(), bytes.size());
+
+  auto mapped = MappedFile::Open(path, FileResidence::kMapped);
+  auto copied = MappedFile::Open(path, FileResidence::kHugePageCopy);
+  auto chosen = MappedFile::Open(path, FileResidence::kAuto);
+  REQUIRE(mapped.ok());
+  REQUIRE(copied.ok());
+  REQUIRE(chosen.ok());
+  CHECK((*mapped)->residence() == FileResidence::kMapped);
+  CHECK((*copied)->residence() == FileResidence::kHugePageCopy);
+  CHECK((*chosen)->residence() ==
+        (MappedFile::HugePageCopyFits(bytes.size()) ? FileResidence::kHugePageCopy : FileResidence::kMapped));
+  for (const auto* f : {mapped->get(), copied->get(), chosen->get()}) {
+    REQUIRE(f->size() == bytes.size());
+    CHECK(std::memcmp(f->data(), bytes.data(), bytes.size()) == 0);
+  }
+  // The copy starts on a 2 MiB boundary, where a huge page can back it.
+  CHECK(reinterpret_cast<uintptr_t>((*copied)->data()) % (size_t{2} << 20) == 0);
+  CHECK((*copied)->HugePageBytes() <= (size_t{8} << 20));
+
+  // Whether the OS gave huge pages is its choice: it is checked where transparent huge pages are
+  // enabled for advised memory and the kernel may compact memory to find them.
+  const std::string enabled = ThpSetting("enabled"), defrag = ThpSetting("defrag");
+  const bool advisable =
+      enabled.find("[always]") != std::string::npos || enabled.find("[madvise]") != std::string::npos;
+  const bool compacts = defrag.find("[always]") != std::string::npos || defrag.find("[madvise]") != std::string::npos ||
+                        defrag.find("[defer+madvise]") != std::string::npos;
+  if (advisable && compacts) {
+    CHECK((*copied)->HugePageBytes() >= (size_t{2} << 20));
+  } else {
+    WARN("transparent huge pages are '" << enabled << "', defrag '" << defrag << "': huge-page count not checked");
+  }
+}
+
+TEST_CASE("MappedFile reports missing and empty files in either residence", "[vqf][residence]") {
+  const std::string empty = testing::TempPath("residence-empty.bin");
+  testing::WriteFileBytes(empty, "", 0);
+  for (FileResidence r : {FileResidence::kMapped, FileResidence::kHugePageCopy, FileResidence::kAuto}) {
+    INFO(FileResidenceName(r));
+    auto missing = MappedFile::Open(testing::TempPath("residence-missing.bin"), r);
+    CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+    auto none = MappedFile::Open(empty, r);
+    CHECK(none.status().code() == absl::StatusCode::kDataLoss);
+  }
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // bandwidth limit (weights read per token / bandwidth). On a shared machine the bandwidth moves by
 // 10-30% from one second to the next, so it is measured right before and after every timed decode
 // run, and each run is set against its own measurement.
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
@@ -27,10 +30,11 @@ using Clock = std::chrono::steady_clock;
 
 const char kUsage[] =
     "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-d 0] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n"
-    "                     [--kv f32|f16] [--probe-mib 512]\n"
+    "                     [--kv f32|f16] [--weights auto|mapped|huge-pages] [--probe-mib 512]\n"
     "  -d N: decode after N context tokens (evaluated untimed), as llama-bench's -d\n"
     "  --kv TYPE: the KV cache's element type (default: the sessions' default)\n"
-    "  --probe-mib N: size of the bandwidth probe's buffer\n";
+    "  --weights MODE: how the weights are held (kestrel.h, kestrel_weights_memory; default auto)\n"
+    "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n";
 
 struct Result {
   std::string test;
@@ -56,8 +60,17 @@ double Stddev(const std::vector<double>& v) {
 // Read bandwidth over a buffer much larger than the caches, allocated and paged in once.
 class BandwidthProbe {
  public:
-  explicit BandwidthProbe(size_t bytes) : buffer_(bytes / 8) {
-    for (size_t i = 0; i < buffer_.size(); i += 512) buffer_[i] = i;  // touch every page
+  // On huge pages where the OS gives them, as the weights are by default: a probe slowed by TLB
+  // misses would set the limit too low. Advised before the first touch, which is when pages are
+  // chosen.
+  explicit BandwidthProbe(size_t bytes) : buffer_(new uint64_t[bytes / 8 + (2u << 20) / 8]), size_(bytes / 8) {
+    data_ = buffer_.get();
+#ifdef MADV_HUGEPAGE
+    const auto begin = (reinterpret_cast<uintptr_t>(data_) + (2u << 20) - 1) & ~uintptr_t{(2u << 20) - 1};
+    data_ = reinterpret_cast<uint64_t*>(begin);
+    if (size_ >= (2u << 20) / 8) ::madvise(data_, size_ * 8 / (2u << 20) * (2u << 20), MADV_HUGEPAGE);
+#endif
+    for (size_t i = 0; i < size_; i += 512) data_[i] = i;  // touch every page
   }
 
   // GB/s with `threads` threads, best of `reps` passes of each read loop: with and without software
@@ -83,14 +96,14 @@ class BandwidthProbe {
     std::vector<std::thread> pool;
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
-        const size_t begin = buffer_.size() * t / threads, end = buffer_.size() * (t + 1) / threads;
+        const size_t begin = size_ * t / threads, end = size_ * (t + 1) / threads;
         // The thread's share as `streams` equal parts read side by side, one cache line of each per
         // step; the prefetching loop runs 32 KB ahead in each, as the decode kernels do.
         const size_t part = (end - begin) / streams / 8 * 8;
         uint64_t a = 0, b = 0, c = 0, d = 0;
         for (size_t i = 0; i + 8 <= part; i += 8) {
           for (int s = 0; s < streams; ++s) {
-            const uint64_t* line = buffer_.data() + begin + s * part + i;
+            const uint64_t* line = data_ + begin + s * part + i;
             if (prefetch) __builtin_prefetch(line + 4096);
             a += line[0] + line[4];
             b += line[1] + line[5];
@@ -107,7 +120,9 @@ class BandwidthProbe {
     return static_cast<double>(bytes.load()) / seconds / 1e9;
   }
 
-  std::vector<uint64_t> buffer_;
+  std::unique_ptr<uint64_t[]> buffer_;  // new[] of a trivial type: pages untouched until the loop above
+  uint64_t* data_;
+  size_t size_;
 };
 
 // Bytes a decoded token reads: the weights, plus the keys and values of every earlier position
@@ -122,6 +137,7 @@ double BytesPerToken(uint64_t weight_bytes, const kestrel::ModelConfig& c, size_
 int main(int argc, char** argv) {
   using namespace kestrel;
   std::string path, backend, output = "md";
+  FileResidence weights = FileResidence::kAuto;
   int prompt = 64, gen = 32, depth = 0, reps = 3, probe_mib = 512;
   DType kv_dtype = SessionOptions{}.kv_dtype;
   std::vector<int> thread_counts = {1, 2};
@@ -150,7 +166,19 @@ int main(int argc, char** argv) {
     else if (a == "-r") reps = integer(1, 1000);
     else if (a == "--probe-mib") probe_mib = integer(1, 1 << 16);
     else if (a == "--backend") backend = value();
-    else if (a == "--kv") {
+    else if (a == "--weights") {
+      const std::string v = value();
+      if (v == "auto")
+        weights = FileResidence::kAuto;
+      else if (v == "mapped")
+        weights = FileResidence::kMapped;
+      else if (v == "huge-pages")
+        weights = FileResidence::kHugePageCopy;
+      else {
+        std::fprintf(stderr, "kestrel-bench: --weights must be auto, mapped or huge-pages, got '%s'\n", v.c_str());
+        return 1;
+      }
+    } else if (a == "--kv") {
       const std::string v = value();
       const std::optional<DType> t = DTypeFromName(v);
       if (t != DType::kF32 && t != DType::kF16) {
@@ -158,8 +186,8 @@ int main(int argc, char** argv) {
         return 1;
       }
       kv_dtype = *t;
-    }
-    else if (a == "-o") output = value();
+    } else if (a == "-o")
+      output = value();
     else if (a == "-t") {
       thread_counts.clear();
       for (absl::string_view part : absl::StrSplit(value(), ',')) {
@@ -186,7 +214,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "kestrel-bench: -o must be md or json\n");
     return 1;
   }
-  auto model = Model::Load(path, ModelOptions{backend});
+  auto model = Model::Load(path, ModelOptions{backend, weights});
   if (!model.ok()) {
     std::fprintf(stderr, "kestrel-bench: %s\n", std::string(model.status().message()).c_str());
     return 1;
@@ -273,16 +301,24 @@ int main(int argc, char** argv) {
   }
 
   const std::string name = c.name.empty() ? ArchitectureName(c.architecture) : c.name;
+  // How the weights were held, with the share the OS really put on huge pages.
+  const MappedFile& mapping = *(*model)->file().mapping();
+  const double huge_share = static_cast<double>(mapping.HugePageBytes()) / static_cast<double>(mapping.size());
+  char weights_note[64];
+  std::snprintf(weights_note, sizeof(weights_note), "%s (%.0f%% huge)", FileResidenceName(mapping.residence()),
+                100.0 * huge_share);
   const double size_gib = static_cast<double>((*model)->file().file_bytes()) / (1ull << 30);
   if (output == "json") {
     std::printf("[\n");
     for (size_t i = 0; i < results.size(); ++i) {
       const Result& r = results[i];
-      std::printf("  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"threads\": %d, "
-                  "\"kv_type\": \"%s\", \"test\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f",
-                  name.c_str(), static_cast<unsigned long long>((*model)->file().file_bytes()),
-                  static_cast<unsigned long long>(params), (*model)->backend().name, r.threads, kv_name, r.test.c_str(),
-                  r.mean, r.stddev);
+      std::printf(
+          "  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"threads\": %d, "
+          "\"kv_type\": \"%s\", \"weights\": \"%s\", \"weights_on_huge_pages\": %.3f, \"test\": \"%s\", "
+          "\"tokens_per_second\": %.3f, \"stddev\": %.3f",
+          name.c_str(), static_cast<unsigned long long>((*model)->file().file_bytes()),
+          static_cast<unsigned long long>(params), (*model)->backend().name, r.threads, kv_name,
+          FileResidenceName(mapping.residence()), huge_share, r.test.c_str(), r.mean, r.stddev);
       if (r.bandwidth_gbps > 0) std::printf(", \"read_bandwidth_gbps\": %.2f", r.bandwidth_gbps);
       if (r.fraction > 0) {
         std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f, "
@@ -293,17 +329,17 @@ int main(int argc, char** argv) {
     }
     std::printf("]\n");
   } else {
-    std::printf("| model | size | params | backend | threads | test | t/s | bandwidth | of limit | kv |\n");
-    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- |\n");
+    std::printf("| model | size | params | backend | threads | test | t/s | bandwidth | of limit | kv | weights |\n");
+    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | --- |\n");
     for (const Result& r : results) {
       char bandwidth[32] = "", fraction[32] = "";
       if (r.bandwidth_gbps > 0) std::snprintf(bandwidth, sizeof(bandwidth), "%.1f GB/s", r.bandwidth_gbps);
       if (r.fraction > 0) {
         std::snprintf(fraction, sizeof(fraction), "%.0f%% ± %.0f", 100.0 * r.fraction, 100.0 * r.fraction_stddev);
       }
-      std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s |\n", name.c_str(), size_gib,
-                  params / 1e9, (*model)->backend().name, r.threads, r.test.c_str(), r.mean, r.stddev, bandwidth,
-                  fraction, kv_name);
+      std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s |\n", name.c_str(),
+                  size_gib, params / 1e9, (*model)->backend().name, r.threads, r.test.c_str(), r.mean, r.stddev,
+                  bandwidth, fraction, kv_name, weights_note);
     }
   }
   return 0;

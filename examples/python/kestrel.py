@@ -41,7 +41,11 @@ class KestrelError(Exception):
 
 
 class _ModelParams(ctypes.Structure):
-    _fields_ = [("struct_size", ctypes.c_uint32), ("backend", ctypes.c_char_p)]
+    _fields_ = [("struct_size", ctypes.c_uint32), ("backend", ctypes.c_char_p), ("weights_memory", ctypes.c_int32)]
+
+
+# kestrel_weights_memory
+WEIGHTS_MEMORY = {"auto": 0, "mapped": 1, "huge-pages": 2}
 
 
 _LayerStatsFn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p)
@@ -90,6 +94,8 @@ class _ModelInfo(ctypes.Structure):
         ("bos_token", ctypes.c_int32), ("eos_token", ctypes.c_int32),
         ("file_bytes", ctypes.c_uint64),
         ("load_seconds", ctypes.c_double),
+        ("weights_memory", ctypes.c_int32),
+        ("huge_page_bytes", ctypes.c_uint64),
     ]
 
 
@@ -162,8 +168,9 @@ class Library:
             message = self._lib.kestrel_last_error().decode("utf-8", errors="replace")
             raise KestrelError(status, message, self._lib.kestrel_status_name(status).decode())
 
-    def load(self, path, backend=None):
-        return Model(self, path, backend)
+    def load(self, path, backend=None, weights="auto"):
+        """weights: "auto", "mapped" or "huge-pages" (kestrel_weights_memory)."""
+        return Model(self, path, backend, weights)
 
 
 class _Owned:
@@ -191,7 +198,7 @@ class Model(_Owned):
 
     _free_name = "kestrel_model_free"
 
-    def __init__(self, library, path, backend=None):
+    def __init__(self, library, path, backend=None, weights="auto"):
         self._k = library
         self._lib = library._lib
         self._handle = _P()
@@ -199,6 +206,9 @@ class Model(_Owned):
         self._lib.kestrel_model_params_init(ctypes.byref(params))
         if backend is not None:
             params.backend = backend.encode()
+        if weights not in WEIGHTS_MEMORY:
+            raise ValueError(f"weights must be one of {sorted(WEIGHTS_MEMORY)}, got {weights!r}")
+        params.weights_memory = WEIGHTS_MEMORY[weights]
         library.check(self._lib.kestrel_model_load(os.fsencode(path), ctypes.byref(params),
                                                    ctypes.byref(self._handle)))
         info = _ModelInfo()

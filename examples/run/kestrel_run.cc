@@ -20,9 +20,10 @@ namespace {
 const char kUsage[] =
     "usage: kestrel-run -m MODEL.vqf [-p PROMPT] [-n NEW_TOKENS] [--temp T] [--top-k K] [--top-p P] [--min-p P]\n"
     "                   [--repeat-penalty R] [--seed S] [-t THREADS] [--backend NAME] [--ctx N] [--kv f32|f16]\n"
-    "                   [--check-finite] [--verbose]\n"
+    "                   [--weights auto|mapped|huge-pages] [--check-finite] [--verbose]\n"
     "                   [--chat [--system TEXT] [--chat-template chatml|qwen2.5|qwen3|llama3] [--no-think]]\n"
-    "  --kv: the KV cache's element type (default f16)\n";
+    "  --kv: the KV cache's element type (default f16)\n"
+    "  --weights: how the weights are held in memory (kestrel.h, kestrel_weights_memory; default auto)\n";
 
 int Fail(const std::string& what) {
   std::fprintf(stderr, "kestrel-run: %s\n", what.c_str());
@@ -149,6 +150,7 @@ int RunChat(const kestrel_model* model, kestrel_session* session, kestrel_sampli
 }  // namespace
 
 int main(int argc, char** argv) {
+  int32_t weights = KESTREL_WEIGHTS_AUTO;
   std::string model_path, prompt, backend, kv;  // kv: "" keeps the library default (f16)
   long long n_new = 256, threads = 0, ctx = 0;
   bool verbose = false, check_finite = false, chat_mode = false;
@@ -198,6 +200,16 @@ int main(int argc, char** argv) {
       kv = value();
     } else if (a == "--backend") {
       backend = value();
+    } else if (a == "--weights") {
+      const std::string v = value();
+      if (v == "auto")
+        weights = KESTREL_WEIGHTS_AUTO;
+      else if (v == "mapped")
+        weights = KESTREL_WEIGHTS_MAPPED;
+      else if (v == "huge-pages")
+        weights = KESTREL_WEIGHTS_HUGE_PAGES;
+      else
+        return Fail("--weights must be auto, mapped or huge-pages");
     } else if (a == "--chat") {
       chat_mode = true;
     } else if (a == "--system") {
@@ -223,6 +235,7 @@ int main(int argc, char** argv) {
   kestrel_model_params mp;
   kestrel_model_params_init(&mp);
   if (!backend.empty()) mp.backend = backend.c_str();
+  mp.weights_memory = weights;
   kestrel_model* model = nullptr;
   if (auto st = kestrel_model_load(model_path.c_str(), &mp, &model); st != KESTREL_OK) return FailStatus("load", st);
   kestrel_model_info info;
@@ -234,6 +247,9 @@ int main(int argc, char** argv) {
                  info.architecture, info.n_layers, info.dim, info.n_heads, info.n_kv_heads, info.head_dim, info.ffn_dim,
                  info.vocab_size, info.context_length, static_cast<double>(info.file_bytes) / (1 << 20),
                  info.load_seconds);
+    std::fprintf(stderr, "weights: %s, %.0f%% on huge pages\n",
+                 info.weights_memory == KESTREL_WEIGHTS_HUGE_PAGES ? "huge-page copy" : "mapped",
+                 100.0 * static_cast<double>(info.huge_page_bytes) / static_cast<double>(info.file_bytes));
   }
   kestrel_session_params sp;
   kestrel_session_params_init(&sp);

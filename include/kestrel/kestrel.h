@@ -73,11 +73,27 @@ KESTREL_API const char* kestrel_last_error(void);
 /* ---- Model -------------------------------------------------------------------------------- */
 typedef struct kestrel_model kestrel_model;
 
+/* How the weights are held in memory (kestrel_model_params.weights_memory). */
+typedef enum kestrel_weights_memory {
+  /* HUGE_PAGES on Linux when transparent huge pages are enabled and the file fits in half of the
+   * memory available at load; MAPPED otherwise. The KESTREL_WEIGHTS environment variable
+   * ("mapped", "huge-pages") overrides AUTO. */
+  KESTREL_WEIGHTS_AUTO = 0,
+  /* mmap of the file: no copy, shared with the page cache and other processes, paged in on first
+   * use (the first prompt pays for it). */
+  KESTREL_WEIGHTS_MAPPED = 1,
+  /* Read at load into private memory advised for 2 MiB pages: decode reads every weight once per
+   * token, and 4 KiB pages make that a TLB miss every 4 KiB (bench/README.md measures it). Costs
+   * the read at load and the file's size in memory that the system cannot reclaim. */
+  KESTREL_WEIGHTS_HUGE_PAGES = 2
+} kestrel_weights_memory;
+
 typedef struct kestrel_model_params {
   uint32_t struct_size; /* sizeof(kestrel_model_params), set by _init */
   /* Backend name ("generic", ...) or NULL / "auto" for the best one this CPU supports. When NULL,
    * the KESTREL_BACKEND environment variable is honoured. */
   const char* backend;
+  int32_t weights_memory; /* a kestrel_weights_memory; default KESTREL_WEIGHTS_AUTO */
 } kestrel_model_params;
 
 KESTREL_API void kestrel_model_params_init(kestrel_model_params* params);
@@ -96,6 +112,8 @@ typedef struct kestrel_model_info {
   int32_t bos_token, eos_token; /* -1 when absent */
   uint64_t file_bytes;
   double load_seconds;
+  int32_t weights_memory;   /* KESTREL_WEIGHTS_MAPPED or KESTREL_WEIGHTS_HUGE_PAGES: what load chose */
+  uint64_t huge_page_bytes; /* bytes of the weights the OS holds on huge pages now (0 if unknown) */
 } kestrel_model_info;
 
 KESTREL_API kestrel_status kestrel_model_get_info(const kestrel_model* model, kestrel_model_info* info);

@@ -22,7 +22,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, cons
   std::unique_ptr<Model> m(new Model());
   auto backend = SelectBackend(options.backend);
   if (!backend.ok()) return backend.status();
-  auto file = VqfFile::Open(path);
+  auto file = VqfFile::Open(path, options.weights);
   if (!file.ok()) return file.status();
   m->file_ = std::move(*file);
   const bool automatic = options.backend.empty() || options.backend == "auto";

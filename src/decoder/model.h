@@ -28,6 +28,7 @@ struct LayerWeights {
 
 struct ModelOptions {
   std::string backend;  // "" or "auto": best for this CPU
+  FileResidence weights = FileResidence::kAuto;  // how the file's bytes are held (format/mapped_file.h)
 };
 
 class Model {

@@ -1,4 +1,5 @@
-// Read-only memory mapping of a whole file (POSIX; works on Linux, Android and macOS).
+// A whole file's bytes in memory, read-only: mapped from the page cache, or copied into memory
+// backed by 2 MiB pages (POSIX; the copy's huge pages are Linux's transparent huge pages).
 #pragma once
 
 #include <cstddef>
@@ -10,9 +11,23 @@
 
 namespace kestrel {
 
+// How a file's bytes are held. Decode reads every weight once per token; with 4 KiB pages a 1 GiB
+// model is 262144 pages, far past the TLBs, and under a virtual machine each miss is a two-level
+// walk. Measured on the CI host (bench/README.md): Q4_0 decode 20 -> 32 t/s at one thread with the
+// weights on 2 MiB pages, prefill +20%.
+enum class FileResidence {
+  kAuto,          // kHugePageCopy when HugePageCopyFits(size), else kMapped
+  kMapped,        // mmap: zero-copy, shared with the page cache, paged in on first touch
+  kHugePageCopy,  // read into private anonymous memory advised for transparent huge pages
+};
+
+// "auto", "mapped", "huge-pages".
+const char* FileResidenceName(FileResidence residence);
+
 class MappedFile {
  public:
-  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path);
+  static absl::StatusOr<std::unique_ptr<MappedFile>> Open(const std::string& path,
+                                                          FileResidence residence = FileResidence::kMapped);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -20,12 +35,32 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // kMapped or kHugePageCopy: what Open chose.
+  FileResidence residence() const { return residence_; }
+  // Bytes of the file the kernel currently holds on huge pages (from /proc/self/smaps; 0 where it
+  // cannot tell). Huge pages are a request, not a promise: fragmented memory gives fewer.
+  uint64_t HugePageBytes() const;
+
+  // Whether kAuto copies a file of `size` bytes: Linux with transparent huge pages not disabled,
+  // and the file within half of the memory available now (the copy is not reclaimable as page
+  // cache is, so a model near the memory size stays mapped).
+  static bool HugePageCopyFits(size_t size);
 
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size) : path_(std::move(path)), data_(data), size_(size) {}
+  MappedFile(std::string path, const uint8_t* data, size_t size, void* region, size_t region_bytes,
+             FileResidence residence)
+      : path_(std::move(path)),
+        data_(data),
+        size_(size),
+        region_(region),
+        region_bytes_(region_bytes),
+        residence_(residence) {}
   std::string path_;
   const uint8_t* data_;
   size_t size_;
+  void* region_;  // what to munmap
+  size_t region_bytes_;
+  FileResidence residence_;
 };
 
 }  // namespace kestrel

@@ -126,8 +126,8 @@ absl::Status ReadScalar(Cursor& c, MetaType type, MetaValue* out) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<VqfFile>> VqfFile::Open(const std::string& path) {
-  auto mapping = MappedFile::Open(path);
+absl::StatusOr<std::unique_ptr<VqfFile>> VqfFile::Open(const std::string& path, FileResidence residence) {
+  auto mapping = MappedFile::Open(path, residence);
   if (!mapping.ok()) return mapping.status();
   std::unique_ptr<VqfFile> file(new VqfFile());
   file->base_ = (*mapping)->data();

@@ -35,8 +35,9 @@ struct TensorInfo {
 
 class VqfFile {
  public:
-  // Maps the file and validates it completely.
-  static absl::StatusOr<std::unique_ptr<VqfFile>> Open(const std::string& path);
+  // Maps (or copies, as `residence` says) the file and validates it completely.
+  static absl::StatusOr<std::unique_ptr<VqfFile>> Open(const std::string& path,
+                                                       FileResidence residence = FileResidence::kMapped);
   // Validates an in-memory image (the caller keeps `bytes` alive). `origin` names it in errors.
   static absl::StatusOr<std::unique_ptr<VqfFile>> Parse(const uint8_t* bytes, size_t size, std::string origin);
 
@@ -50,6 +51,8 @@ class VqfFile {
   // Byte range [begin, end) covering all tensors of a layer (page-aligned start); {0,0} if none.
   std::pair<uint64_t, uint64_t> LayerRange(int layer) const;
   const std::string& origin() const { return origin_; }
+  // How the bytes are held; null for an image from Parse.
+  const MappedFile* mapping() const { return mapping_.get(); }
 
  private:
   VqfFile() = default;
