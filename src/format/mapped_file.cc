@@ -11,8 +11,11 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -41,21 +44,36 @@ uint64_t AvailableMemory() {
   return 0;
 }
 
-// Reads the whole file into `out` with pread (EINTR retried). False with errno set, or with errno 0
-// when the file ended early (it shrank since fstat).
-bool ReadAll(int fd, uint8_t* out, size_t size) {
-  size_t done = 0;
-  while (done < size) {
-    const size_t want = size - done < (size_t{64} << 20) ? size - done : (size_t{64} << 20);
-    const ssize_t got = ::pread(fd, out + done, want, static_cast<off_t>(done));
+// Reads bytes [begin, end) of the file into out + begin with pread (EINTR retried). 0 on success,
+// else errno, or -1 when the file ended early (it shrank since fstat).
+int ReadRange(int fd, uint8_t* out, size_t begin, size_t end) {
+  while (begin < end) {
+    const size_t want = end - begin < (size_t{64} << 20) ? end - begin : (size_t{64} << 20);
+    const ssize_t got = ::pread(fd, out + begin, want, static_cast<off_t>(begin));
     if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) {
-      if (got == 0) errno = 0;
-      return false;
-    }
-    done += static_cast<size_t>(got);
+    if (got < 0) return errno;
+    if (got == 0) return -1;
+    begin += static_cast<size_t>(got);
   }
-  return true;
+  return 0;
+}
+
+// The whole file, in up to 4 parts read side by side: most of the time goes to faulting in and
+// zeroing the fresh pages, which threads share out (1.75 GB: 0.8-3.7 s on one thread here).
+int ReadAll(int fd, uint8_t* out, size_t size) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  const size_t parts = std::max<size_t>(1, std::min<size_t>({4, cores == 0 ? 1 : cores, size >> 26}));
+  std::vector<int> results(parts, 0);
+  std::vector<std::thread> readers;
+  for (size_t i = 1; i < parts; ++i) {
+    readers.emplace_back([&, i] { results[i] = ReadRange(fd, out, size * i / parts, size * (i + 1) / parts); });
+  }
+  results[0] = ReadRange(fd, out, 0, size / parts);
+  for (auto& r : readers) r.join();
+  for (int r : results) {
+    if (r != 0) return r;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -121,12 +139,11 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
 #ifdef MADV_HUGEPAGE
     ::madvise(data, rounded, MADV_HUGEPAGE);  // advice: without it (or when refused) the copy is still correct
 #endif
-    const bool read = ReadAll(fd, data, size);
-    const int err = errno;
+    const int err = ReadAll(fd, data, size);
     ::close(fd);
-    if (!read) {
+    if (err != 0) {
       ::munmap(region, region_bytes);
-      if (err == 0)
+      if (err < 0)
         return absl::DataLossError(absl::StrCat(path, ": file ended before its size (", size, " bytes) was read"));
       return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(err)));
     }
