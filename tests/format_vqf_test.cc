@@ -1134,6 +1134,31 @@ std::string ThpSetting(const char* name) {
   return line;
 }
 
+TEST_CASE("HugePageBuffer: aligned, zeroed, writable, movable", "[vqf][residence]") {
+  for (bool advise : {true, false}) {
+    INFO("advise " << advise);
+    auto buffer = HugePageBuffer::Allocate((size_t{4} << 20) + 100, advise);
+    REQUIRE(buffer.ok());
+    REQUIRE(buffer->size() == (size_t{4} << 20) + 100);
+    CHECK(reinterpret_cast<uintptr_t>(buffer->data()) % (size_t{2} << 20) == 0);
+    uint8_t* data = buffer->data();
+    CHECK(std::all_of(data, data + buffer->size(), [](uint8_t b) { return b == 0; }));
+    data[0] = 1;
+    data[buffer->size() - 1] = 2;
+    HugePageBuffer moved = std::move(*buffer);
+    CHECK(buffer->data() == nullptr);
+    CHECK(buffer->size() == 0);
+    REQUIRE(moved.data() == data);
+    CHECK((moved.data()[0] == 1 && moved.data()[moved.size() - 1] == 2));
+    HugePageBuffer assigned;
+    assigned = std::move(moved);
+    CHECK(assigned.data() == data);
+  }
+  auto empty = HugePageBuffer::Allocate(0);
+  REQUIRE(empty.ok());
+  CHECK(empty->data() == nullptr);
+}
+
 TEST_CASE("MappedFile holds the same bytes mapped and copied onto huge pages", "[vqf][residence]") {
   // 6 MiB and a bit: two whole 2 MiB pages at least, and a tail that ends mid-page.
   std::vector<uint8_t> bytes((size_t{6} << 20) + 12345);

@@ -12,6 +12,7 @@
 #include "decoder/model.h"
 #include "decoder/row_scheduler.h"
 #include "decoder/thread_pool.h"
+#include "platform/huge_page_buffer.h"
 
 namespace kestrel {
 
@@ -74,6 +75,7 @@ class Session {
   const Model& model() const { return model_; }
 
  private:
+  absl::Status AllocateKvCache();  // the K and V caches, for context_length_ positions
   Session(const Model& model, const SessionOptions& options, int n_threads);
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
   // y[n][w.rows] = W x, split over threads by rows in chunks (RowScheduler); x must have been
@@ -128,7 +130,7 @@ class Session {
   std::vector<BlockQ8_0> qx_;
   std::vector<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
   std::vector<float> qx_scales_;
-  std::unique_ptr<uint8_t[]> k_cache_, v_cache_;
+  HugePageBuffer k_cache_, v_cache_;
   Activations input_;
 };
 

@@ -23,27 +23,6 @@ namespace kestrel {
 
 namespace {
 
-constexpr size_t kHugePage = size_t{2} << 20;
-
-// The first line of `path`, or "" when it cannot be read.
-std::string FirstLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-// MemAvailable from /proc/meminfo in bytes, or 0 when unknown.
-uint64_t AvailableMemory() {
-  std::ifstream in("/proc/meminfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "MemAvailable: %llu kB", &kib) == 1) return kib * 1024;
-  }
-  return 0;
-}
-
 // Reads bytes [begin, end) of the file into out + begin with pread (EINTR retried). 0 on success,
 // else errno, or -1 when the file ended early (it shrank since fstat).
 int ReadRange(int fd, uint8_t* out, size_t begin, size_t end) {
@@ -91,16 +70,9 @@ const char* FileResidenceName(FileResidence residence) {
 }
 
 bool MappedFile::HugePageCopyFits(size_t size) {
-#ifdef __linux__
-  // "always [madvise] never": the bracketed word is the mode in force.
-  const std::string mode = FirstLine("/sys/kernel/mm/transparent_hugepage/enabled");
-  if (mode.find("[always]") == std::string::npos && mode.find("[madvise]") == std::string::npos) return false;
-  const uint64_t available = AvailableMemory();
+  if (!TransparentHugePagesEnabled()) return false;
+  const uint64_t available = AvailableMemoryBytes();
   return available > 0 && size <= available / 2;
-#else
-  (void)size;
-  return false;
-#endif
 }
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& path, FileResidence residence) {
@@ -124,32 +96,18 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
     residence = HugePageCopyFits(size) ? FileResidence::kHugePageCopy : FileResidence::kMapped;
   }
   if (residence == FileResidence::kHugePageCopy) {
-    // Whole huge pages from a 2 MiB boundary: a huge page needs an aligned 2 MiB span of the
-    // mapping, so the region is over-allocated by one page and the copy starts at the boundary.
-    const size_t rounded = (size + kHugePage - 1) & ~(kHugePage - 1);
-    const size_t region_bytes = rounded + kHugePage;
-    void* region = ::mmap(nullptr, region_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (region == MAP_FAILED) {
-      const int err = errno;
+    auto copy = HugePageBuffer::Allocate(size);
+    if (!copy.ok()) {
       ::close(fd);
-      return absl::ResourceExhaustedError(
-          absl::StrCat(path, ": cannot allocate ", size, " bytes for a huge-page copy: ", std::strerror(err)));
+      return absl::ResourceExhaustedError(absl::StrCat(path, ": huge-page copy: ", copy.status().message()));
     }
-    auto* data = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(region) + kHugePage - 1) & ~(kHugePage - 1));
-#ifdef MADV_HUGEPAGE
-    ::madvise(data, rounded, MADV_HUGEPAGE);  // advice: without it (or when refused) the copy is still correct
-#endif
-    const int err = ReadAll(fd, data, size);
+    const int err = ReadAll(fd, copy->data(), size);
     ::close(fd);
-    if (err != 0) {
-      ::munmap(region, region_bytes);
-      if (err < 0)
-        return absl::DataLossError(absl::StrCat(path, ": file ended before its size (", size, " bytes) was read"));
-      return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(err)));
-    }
-    ::mprotect(data, rounded, PROT_READ);  // read-only like a mapping: a stray write faults
-    return std::unique_ptr<MappedFile>(
-        new MappedFile(path, data, size, region, region_bytes, FileResidence::kHugePageCopy));
+    if (err < 0)
+      return absl::DataLossError(absl::StrCat(path, ": file ended before its size (", size, " bytes) was read"));
+    if (err > 0) return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(err)));
+    copy->Protect();
+    return std::unique_ptr<MappedFile>(new MappedFile(path, std::move(*copy)));
   }
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;
@@ -157,8 +115,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrCat(path, ": mmap failed: ", std::strerror(err)));
   }
-  return std::unique_ptr<MappedFile>(
-      new MappedFile(path, static_cast<const uint8_t*>(p), size, p, size, FileResidence::kMapped));
+  return std::unique_ptr<MappedFile>(new MappedFile(path, static_cast<const uint8_t*>(p), size));
 }
 
 uint64_t MappedFile::HugePageBytes() const {
@@ -185,6 +142,8 @@ uint64_t MappedFile::HugePageBytes() const {
   return total;
 }
 
-MappedFile::~MappedFile() { ::munmap(region_, region_bytes_); }
+MappedFile::~MappedFile() {
+  if (copy_.data() == nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+}
 
 }  // namespace kestrel

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "platform/huge_page_buffer.h"
 
 namespace kestrel {
 
@@ -47,20 +48,19 @@ class MappedFile {
   static bool HugePageCopyFits(size_t size);
 
  private:
-  MappedFile(std::string path, const uint8_t* data, size_t size, void* region, size_t region_bytes,
-             FileResidence residence)
+  MappedFile(std::string path, const uint8_t* data, size_t size)
+      : path_(std::move(path)), data_(data), size_(size), residence_(FileResidence::kMapped) {}
+  MappedFile(std::string path, HugePageBuffer copy)
       : path_(std::move(path)),
-        data_(data),
-        size_(size),
-        region_(region),
-        region_bytes_(region_bytes),
-        residence_(residence) {}
+        data_(copy.data()),
+        size_(copy.size()),
+        residence_(FileResidence::kHugePageCopy),
+        copy_(std::move(copy)) {}
   std::string path_;
   const uint8_t* data_;
   size_t size_;
-  void* region_;  // what to munmap
-  size_t region_bytes_;
   FileResidence residence_;
+  HugePageBuffer copy_;  // holds the bytes for kHugePageCopy; empty for kMapped
 };
 
 }  // namespace kestrel
