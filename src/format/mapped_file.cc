@@ -7,12 +7,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <cinttypes>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -118,29 +116,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   return std::unique_ptr<MappedFile>(new MappedFile(path, static_cast<const uint8_t*>(p), size));
 }
 
-uint64_t MappedFile::HugePageBytes() const {
-  // smaps lists each memory area as "start-end perms ..." followed by "Key: N kB" lines; sum the
-  // huge-page lines of the areas that overlap the file's bytes.
-  std::ifstream in("/proc/self/smaps");
-  const auto begin = reinterpret_cast<uintptr_t>(data_), end = begin + size_;
-  bool inside = false;
-  uint64_t total = 0;
-  std::string line;
-  while (std::getline(in, line)) {
-    uintmax_t lo = 0, hi = 0;
-    if (std::sscanf(line.c_str(), "%jx-%jx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
-      inside = lo < end && hi > begin;
-      continue;
-    }
-    if (!inside) continue;
-    unsigned long long kib = 0;
-    if (std::sscanf(line.c_str(), "AnonHugePages: %llu kB", &kib) == 1 ||
-        std::sscanf(line.c_str(), "FilePmdMapped: %llu kB", &kib) == 1) {
-      total += kib * 1024;
-    }
-  }
-  return total;
-}
+uint64_t MappedFile::HugePageBytes() const { return HugePageBytesIn(data_, size_); }
 
 MappedFile::~MappedFile() {
   if (copy_.data() == nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -60,6 +61,30 @@ HugePageBuffer& HugePageBuffer::operator=(HugePageBuffer&& other) noexcept {
 
 void HugePageBuffer::Protect() {
   if (data_ != nullptr) ::mprotect(data_, (size_ + kHugePage - 1) & ~(kHugePage - 1), PROT_READ);
+}
+
+uint64_t HugePageBytesIn(const void* data, size_t size) {
+  // smaps lists each memory area as "start-end perms ..." followed by "Key: N kB" lines; sum the
+  // huge-page lines of the areas that overlap the span.
+  std::ifstream in("/proc/self/smaps");
+  const auto begin = reinterpret_cast<uintptr_t>(data), end = begin + size;
+  bool inside = false;
+  uint64_t total = 0;
+  std::string line;
+  while (std::getline(in, line)) {
+    uintmax_t lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%jx-%jx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = lo < end && hi > begin;
+      continue;
+    }
+    if (!inside) continue;
+    unsigned long long kib = 0;
+    if (std::sscanf(line.c_str(), "AnonHugePages: %llu kB", &kib) == 1 ||
+        std::sscanf(line.c_str(), "FilePmdMapped: %llu kB", &kib) == 1) {
+      total += kib * 1024;
+    }
+  }
+  return total;
 }
 
 uint64_t AvailableMemoryBytes() {

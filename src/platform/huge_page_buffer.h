@@ -38,6 +38,9 @@ class HugePageBuffer {
 
 // Whether transparent huge pages are enabled for advised memory (Linux's "always" or "madvise").
 bool TransparentHugePagesEnabled();
+// How many bytes of [data, data + size) the OS backs with huge pages now, from /proc/self/smaps
+// (0 where unknown, e.g. off Linux or under user-mode emulation).
+uint64_t HugePageBytesIn(const void* data, size_t size);
 // MemAvailable from /proc/meminfo, or 0 where unknown.
 uint64_t AvailableMemoryBytes();
 
