@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,12 +17,13 @@
 #include "decoder/thread_pool.h"
 #include "format/dtype.h"
 #include "format/layout.h"
+#include "platform/huge_page_buffer.h"
 
 namespace kestrel {
 namespace {
 
 struct MatrixFixture {
-  std::vector<uint8_t> bytes;
+  HugePageBuffer bytes;  // weights as the session holds them: on huge pages unless asked not to
   MatrixView view;
   std::vector<float> x;
   std::vector<BlockQ8_0> xq;
@@ -28,7 +31,8 @@ struct MatrixFixture {
   std::vector<float> xq_scales;
 };
 
-MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int64_t columns, int64_t rows, int64_t tokens) {
+MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int64_t columns, int64_t rows,
+                          int64_t tokens, bool huge_pages) {
   MatrixFixture f;
   std::mt19937 rng(42);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
@@ -39,10 +43,12 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
     for (auto& v : row) v = dist(rng);
     EncodeRow(dtype, row.data(), plain.data() + r * row_bytes, columns);
   }
+  auto buffer = HugePageBuffer::Allocate(plain.size(), huge_pages);
+  if (!buffer.ok()) std::abort();
+  f.bytes = std::move(*buffer);
   if (layout == Layout::kPlain) {
-    f.bytes = std::move(plain);
+    std::memcpy(f.bytes.data(), plain.data(), plain.size());
   } else {
-    f.bytes.resize(plain.size());
     RepackPlainToTiled(layout, plain.data(), f.bytes.data(), columns, rows);
   }
   f.view = MatrixView{dtype, layout, f.bytes.data(), columns, rows};
@@ -59,9 +65,11 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
 }
 
 // forced_path: -1 lets a kernel with two decode paths choose by speed (FasterPath), 0 or 1 forces one.
+// huge_pages: false holds the weights on ordinary 4 KiB pages (a mapped file, or malloc), where
+// streaming them from memory costs a TLB miss per page.
 void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
-                 int64_t tokens, int forced_path = -1) {
-  const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens);
+                 int64_t tokens, int forced_path, bool huge_pages) {
+  const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens, huge_pages);
   FasterPath::ForceForTesting(forced_path);
   const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns, f.xq_sums.data(),
                       f.xq_scales.data()};
@@ -194,30 +202,34 @@ void RegisterAll() {
       const std::string name = std::string(DTypeName(c.dtype)) + "_" + LayoutName(c.layout);
       // Qwen3-1.7B shapes: attention projections and the FFN down projection.
       benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x2048").c_str(), BenchMatmul, b, c.dtype, c.layout,
-                                   2048, 2048, 1, -1)
+                                   2048, 2048, 1, -1, true)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/6144x2048").c_str(), BenchMatmul, b, c.dtype, c.layout,
-                                   6144, 2048, 1, -1)
+                                   6144, 2048, 1, -1, true)
           ->Unit(benchmark::kMicrosecond);
       benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64").c_str(), BenchMatmul, b, c.dtype,
-                                   c.layout, 2048, 2048, 64, -1)
+                                   c.layout, 2048, 2048, 64, -1, true)
           ->Unit(benchmark::kMillisecond);
       benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/6144x2048x64").c_str(), BenchMatmul, b, c.dtype,
-                                   c.layout, 6144, 2048, 64, -1)
+                                   c.layout, 6144, 2048, 64, -1, true)
           ->Unit(benchmark::kMillisecond);
       if (IsBlockQuantized(c.dtype)) {
         // The output projection (vocabulary 151936): 175-330 MB, far beyond the caches, so this one
         // measures how well the kernel streams weights from memory, as decode does.
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936").c_str(), BenchMatmul, b, c.dtype,
-                                     c.layout, 2048, 151936, 1, -1)
+                                     c.layout, 2048, 151936, 1, -1, true)
             ->Unit(benchmark::kMillisecond);
         // Each of the two prefetch orders the tiled x86 decode chooses between, forced (the same
         // kernel twice where there is no choice).
         for (int path : {0, 1}) {
           benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/path" + std::to_string(path)).c_str(),
-                                       BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path)
+                                       BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path, true)
               ->Unit(benchmark::kMillisecond);
         }
+        // The same on 4 KiB pages: what the TLB costs (bench/README.md, fourth Zen 5 session).
+        benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/small-pages").c_str(), BenchMatmul, b,
+                                     c.dtype, c.layout, 2048, 151936, 1, -1, false)
+            ->Unit(benchmark::kMillisecond);
       }
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
