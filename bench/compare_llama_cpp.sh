@@ -8,7 +8,9 @@
 # then alternates kestrel-bench and llama.cpp (bench/llama_cpp_bench.mjs, through the node-llama-cpp
 # npm package's prebuilt libraries; installed into WORK_DIR on first use: npm and ~400 MB). Prints a
 # markdown table of both engines' tokens/s and their ratio. Environment: TYPES (default
-# "q4_0 q8_0"), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3).
+# "q4_0 q8_0"), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
+# KESTREL_BENCH_ARGS (more kestrel-bench options, e.g. "--weights mapped" to hold the weights on 4 KiB
+# pages as llama.cpp's default mmap does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -17,6 +19,7 @@ types=${TYPES:-q4_0 q8_0}
 threads=${THREADS:-1,2}
 rounds=${ROUNDS:-2}
 reps=${REPS:-3}
+read -r -a kestrel_args <<< "${KESTREL_BENCH_ARGS:-}"
 node_llama_version=3.22.1
 
 for tool in node npm python3; do
@@ -41,7 +44,7 @@ for type in $types; do
   for round in $(seq "$rounds"); do
     out="$work/results/$type-kestrel-$round.json"
     echo "# $type round $round: kestrel" >&2
-    "$build/examples/kestrel-bench" -m "$vqf" -p 64 -n 32 -t "$threads" -r "$reps" -o json > "$out"
+    "$build/examples/kestrel-bench" -m "$vqf" -p 64 -n 32 -t "$threads" -r "$reps" -o json ${kestrel_args[@]+"${kestrel_args[@]}"} > "$out"
     results+=("$type=$out")
     out="$work/results/$type-llama.cpp-$round.json"
     echo "# $type round $round: llama.cpp" >&2

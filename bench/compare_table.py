@@ -22,7 +22,9 @@ def main():
         for row in rows:
             engine = "llama.cpp" if row["backend"] == "llama.cpp" else "kestrel"
             if engine == "kestrel":
-                backends[qtype] = row["backend"]
+                # With how Kestrel held its weights (huge-page copy or mapped), where the bench says.
+                weights = row.get("weights")
+                backends[qtype] = row["backend"] + (f", {weights}" if weights else "")
             runs[(qtype, row["test"], row["threads"], engine)].append(row["tokens_per_second"])
 
     print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp |")
