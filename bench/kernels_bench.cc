@@ -3,10 +3,11 @@
 // streamed; matrix-matrix products report GOPS (2 * rows * columns * tokens per call).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,19 +39,20 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> row(columns);
   const size_t row_bytes = DTypeRowBytes(dtype, columns);
-  std::vector<uint8_t> plain(row_bytes * rows);
+  auto buffer = HugePageBuffer::Allocate(row_bytes * rows, huge_pages);
+  if (!buffer.ok()) {
+    std::fprintf(stderr, "kestrel-kernels-bench: %s\n", std::string(buffer.status().message()).c_str());
+    std::abort();
+  }
+  f.bytes = std::move(*buffer);
+  // Plain rows are encoded in place; tiled ones through a plain copy that is then repacked.
+  std::vector<uint8_t> plain(layout == Layout::kPlain ? 0 : f.bytes.size());
+  uint8_t* const encoded = layout == Layout::kPlain ? f.bytes.data() : plain.data();
   for (int64_t r = 0; r < rows; ++r) {
     for (auto& v : row) v = dist(rng);
-    EncodeRow(dtype, row.data(), plain.data() + r * row_bytes, columns);
+    EncodeRow(dtype, row.data(), encoded + r * row_bytes, columns);
   }
-  auto buffer = HugePageBuffer::Allocate(plain.size(), huge_pages);
-  if (!buffer.ok()) std::abort();
-  f.bytes = std::move(*buffer);
-  if (layout == Layout::kPlain) {
-    std::memcpy(f.bytes.data(), plain.data(), plain.size());
-  } else {
-    RepackPlainToTiled(layout, plain.data(), f.bytes.data(), columns, rows);
-  }
+  if (layout != Layout::kPlain) RepackPlainToTiled(layout, plain.data(), f.bytes.data(), columns, rows);
   f.view = MatrixView{dtype, layout, f.bytes.data(), columns, rows};
   f.x.resize(columns * tokens);
   for (auto& v : f.x) v = dist(rng);
@@ -66,7 +68,8 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
 
 // forced_path: -1 lets a kernel with two decode paths choose by speed (FasterPath), 0 or 1 forces one.
 // huge_pages: false holds the weights on ordinary 4 KiB pages (a mapped file, or malloc), where
-// streaming them from memory costs a TLB miss per page.
+// streaming them from memory costs a TLB miss per page. Only advice: the OS decides (THP "never"
+// gives none, "always" gives them anyway), so the share it really gave is reported ("huge%").
 void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
                  int64_t tokens, int forced_path, bool huge_pages) {
   const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens, huge_pages);
@@ -74,6 +77,9 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
   const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns, f.xq_sums.data(),
                       f.xq_scales.data()};
   std::vector<float> y(rows * tokens);
+  // One untimed pass first: on the CI host the first read of freshly written 4 KiB pages ran at
+  // ~0.7 GB/s, and a 300 MB case times a single iteration (bench/README.md, fifth Zen 5 session).
+  b->kernels->matmul(f.view, x, y.data(), rows, 0, rows);
   for (auto _ : state) {
     b->kernels->matmul(f.view, x, y.data(), rows, 0, rows);
     benchmark::DoNotOptimize(y.data());
@@ -84,6 +90,12 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
     state.counters["GB/s"] = benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
   }
   state.counters["GOPS"] = benchmark::Counter(calls * 2.0 * columns * rows * tokens / 1e9, benchmark::Counter::kIsRate);
+  // Only for the from-memory cases, where the TLB matters: smaps counts whole memory areas (the
+  // 2 MiB-rounded span, or neighbours merged with a small buffer), hence the clamp and the size floor.
+  if (f.bytes.size() >= (size_t{64} << 20)) {
+    const double huge = static_cast<double>(HugePageBytesIn(f.bytes.data(), f.bytes.size()));
+    state.counters["huge%"] = std::min(100.0, 100.0 * huge / static_cast<double>(f.bytes.size()));
+  }
   FasterPath::ForceForTesting(-1);
 }
 
@@ -226,7 +238,7 @@ void RegisterAll() {
                                        BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path, true)
               ->Unit(benchmark::kMillisecond);
         }
-        // The same on 4 KiB pages: what the TLB costs (bench/README.md, fourth Zen 5 session).
+        // The same bytes on 4 KiB pages, beside the huge-page case (bench/README.md, fifth Zen 5 session).
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/small-pages").c_str(), BenchMatmul, b,
                                      c.dtype, c.layout, 2048, 151936, 1, -1, false)
             ->Unit(benchmark::kMillisecond);
