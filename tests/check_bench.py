@@ -7,6 +7,9 @@
       test and thread count: positive, finite tokens/s, a measured read bandwidth, and for decode a
       fraction of the bandwidth limit consistent with the tokens/s. With --backend, that backend is
       asked for and must be the one reported; with --kv, that KV cache type (else f16, the default).
+      A third run, with --roles and --weights small-pages, must print one time-by-role line per
+      result whose parts add up to its sum and whose sum fits in the run's wall time, and name the
+      weights' residence in the table.
 
 A missing model (converted from ../shared) fails, unless KESTREL_ALLOW_MISSING_SHARED=1, when the
 check exits with 77, which ctest reports as skipped.
@@ -15,6 +18,7 @@ import argparse
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -23,8 +27,9 @@ THREADS = [1, 2]
 TESTS = ["pp8", "tg4"]
 
 
-def bench(cmd, model, backend, depth, kv, output):
+def bench(cmd, model, backend, depth, kv, output, extra=(), want_stderr=False):
     argv = cmd + ["-m", model, "-p", "8", "-n", "4", "-t", "1,2", "-r", "2", "--probe-mib", "8", "-o", output]
+    argv += list(extra)
     if kv:
         argv += ["--kv", kv]
     if backend:
@@ -34,6 +39,8 @@ def bench(cmd, model, backend, depth, kv, output):
     result = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=600)
     if result.returncode != 0:
         raise AssertionError(f"{argv} exited {result.returncode}: {result.stderr.decode(errors='replace')}")
+    if want_stderr:
+        return result.stdout.decode(), result.stderr.decode()
     return result.stdout.decode()
 
 
@@ -92,6 +99,43 @@ def check_markdown(text, kv):
     print(f"ok   markdown: {len(rows)} rows")
 
 
+ROLES = ["qkv", "attn_output", "gate_up", "down", "lm_head", "attention", "other"]
+ROLE_LINE = re.compile(r"^roles (.+), (\d+) threads, ms per run: (.*) \(sum ([0-9.]+)\)$")
+
+
+def check_roles(text, stderr):
+    """--roles: a line per result, parts adding up to the sum, the sum within the run's wall time."""
+    rates = {}
+    for line in text.strip().splitlines()[2:]:
+        r = [c.strip() for c in line.strip("|").split("|")]
+        rates[(r[5], int(r[4]))] = float(r[6].split()[0])
+        if not r[10].startswith("small-pages (0% huge)"):
+            raise AssertionError(f"weights column {r[10]!r}, expected small-pages with no huge pages")
+    seen = {}
+    for line in stderr.splitlines():
+        m = ROLE_LINE.match(line)
+        if not m:
+            continue
+        parts = m.group(3).split()
+        names, values = parts[0::2], [float(v) for v in parts[1::2]]
+        if names != ROLES or any(not math.isfinite(v) or v < 0 for v in values):
+            raise AssertionError(f"roles line malformed: {line}")
+        total = float(m.group(4))
+        if abs(sum(values) - total) > 0.01 * len(values) + 1e-6:
+            raise AssertionError(f"roles do not add up to their sum: {line}")
+        seen[(m.group(1), int(m.group(2)))] = total
+    if sorted(seen) != sorted(rates):
+        raise AssertionError(f"roles lines for {sorted(seen)}, results for {sorted(rates)}:\n{stderr}")
+    for key, total in seen.items():
+        tokens = int(re.match(r"[a-z]+(\d+)", key[0]).group(1))
+        wall_ms = 1e3 * tokens / rates[key]
+        # The session's clocks run inside the timed run: their sum is at most its wall time (the
+        # table's rate is a mean of per-run rates, so allow a margin), and covers most of it.
+        if not (0.3 * wall_ms <= total <= 1.25 * wall_ms + 0.05):
+            raise AssertionError(f"roles sum {total} ms for {key} against a wall time of {wall_ms:.3f} ms per run")
+    print(f"ok   roles: {len(seen)} lines")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True)
@@ -116,6 +160,8 @@ def main():
         kv = args.kv or "f16"
         check_json(bench(cmd, args.model, args.backend, args.depth, args.kv, "json"), args.backend, kv)
         check_markdown(bench(cmd, args.model, args.backend, args.depth, args.kv, "md"), kv)
+        check_roles(*bench(cmd, args.model, args.backend, args.depth, args.kv, "md",
+                           ["--roles", "--weights", "small-pages"], want_stderr=True))
     except (AssertionError, ValueError, KeyError) as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1

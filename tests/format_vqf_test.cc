@@ -1195,14 +1195,18 @@ TEST_CASE("MappedFile holds the same bytes mapped and copied onto huge pages", "
   auto mapped = MappedFile::Open(path, FileResidence::kMapped);
   auto copied = MappedFile::Open(path, FileResidence::kHugePageCopy);
   auto chosen = MappedFile::Open(path, FileResidence::kAuto);
+  auto small = MappedFile::Open(path, FileResidence::kSmallPageCopy);
   REQUIRE(mapped.ok());
   REQUIRE(copied.ok());
   REQUIRE(chosen.ok());
+  REQUIRE(small.ok());
   CHECK((*mapped)->residence() == FileResidence::kMapped);
   CHECK((*copied)->residence() == FileResidence::kHugePageCopy);
+  CHECK((*small)->residence() == FileResidence::kSmallPageCopy);
+  CHECK(std::string(FileResidenceName((*small)->residence())) == "small-pages");
   CHECK((*chosen)->residence() ==
         (MappedFile::HugePageCopyFits(bytes.size()) ? FileResidence::kHugePageCopy : FileResidence::kMapped));
-  for (const auto* f : {mapped->get(), copied->get(), chosen->get()}) {
+  for (const auto* f : {mapped->get(), copied->get(), chosen->get(), small->get()}) {
     REQUIRE(f->size() == bytes.size());
     CHECK(std::memcmp(f->data(), bytes.data(), bytes.size()) == 0);
   }
@@ -1214,15 +1218,18 @@ TEST_CASE("MappedFile holds the same bytes mapped and copied onto huge pages", "
   // advised mapping does.
   if (EnvironmentGivesHugePages()) {
     CHECK((*copied)->HugePageBytes() >= (size_t{2} << 20));
+    // Advised against them, the small-page copy gets none, even where THP is "always".
+    CHECK((*small)->HugePageBytes() == 0);
   } else {
     WARN("this environment gives advised memory no huge pages: the copy's share is not checked");
   }
 }
 
-TEST_CASE("MappedFile reports missing and empty files in either residence", "[vqf][residence]") {
+TEST_CASE("MappedFile reports missing and empty files in every residence", "[vqf][residence]") {
   const std::string empty = testing::TempPath("residence-empty.bin");
   testing::WriteFileBytes(empty, "", 0);
-  for (FileResidence r : {FileResidence::kMapped, FileResidence::kHugePageCopy, FileResidence::kAuto}) {
+  for (FileResidence r :
+       {FileResidence::kMapped, FileResidence::kHugePageCopy, FileResidence::kSmallPageCopy, FileResidence::kAuto}) {
     INFO(FileResidenceName(r));
     auto missing = MappedFile::Open(testing::TempPath("residence-missing.bin"), r);
     CHECK(missing.status().code() == absl::StatusCode::kNotFound);

@@ -30,11 +30,15 @@ using Clock = std::chrono::steady_clock;
 
 const char kUsage[] =
     "usage: kestrel-bench -m FILE.vqf [-p 64] [-n 32] [-d 0] [-t 1,2] [-r 3] [--backend NAME] [-o md|json]\n"
-    "                     [--kv f32|f16] [--weights auto|mapped|huge-pages] [--probe-mib 512]\n"
+    "                     [--kv f32|f16] [--weights auto|mapped|huge-pages|small-pages] [--probe-mib 512]\n"
+    "                     [--roles]\n"
     "  -d N: decode after N context tokens (evaluated untimed), as llama-bench's -d\n"
     "  --kv TYPE: the KV cache's element type (default: the sessions' default)\n"
-    "  --weights MODE: how the weights are held (kestrel.h, kestrel_weights_memory; default auto)\n"
-    "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n";
+    "  --weights MODE: how the weights are held (kestrel.h, kestrel_weights_memory; default auto);\n"
+    "    small-pages copies them onto anonymous 4 KiB pages, to tell the cost of small pages from\n"
+    "    that of the page cache's (mapped)\n"
+    "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n"
+    "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role)\n";
 
 struct Result {
   std::string test;
@@ -42,6 +46,8 @@ struct Result {
   double mean, stddev;
   double bandwidth_gbps;     // mean of the probes next to the runs (0: none measured)
   double fraction, fraction_stddev;  // decode: tokens/s x bytes per token / bandwidth, per run
+  kestrel::SessionTimings timings;   // summed over the timed runs
+  int runs;
 };
 
 double Mean(const std::vector<double>& v) {
@@ -139,6 +145,7 @@ int main(int argc, char** argv) {
   std::string path, backend, output = "md";
   FileResidence weights = FileResidence::kAuto;
   int prompt = 64, gen = 32, depth = 0, reps = 3, probe_mib = 512;
+  bool roles = false;
   DType kv_dtype = SessionOptions{}.kv_dtype;
   std::vector<int> thread_counts = {1, 2};
   for (int i = 1; i < argc; ++i) {
@@ -166,6 +173,8 @@ int main(int argc, char** argv) {
     else if (a == "-r") reps = integer(1, 1000);
     else if (a == "--probe-mib") probe_mib = integer(1, 1 << 16);
     else if (a == "--backend") backend = value();
+    else if (a == "--roles")
+      roles = true;
     else if (a == "--weights") {
       const std::string v = value();
       if (v == "auto")
@@ -174,8 +183,11 @@ int main(int argc, char** argv) {
         weights = FileResidence::kMapped;
       else if (v == "huge-pages")
         weights = FileResidence::kHugePageCopy;
+      else if (v == "small-pages")
+        weights = FileResidence::kSmallPageCopy;
       else {
-        std::fprintf(stderr, "kestrel-bench: --weights must be auto, mapped or huge-pages, got '%s'\n", v.c_str());
+        std::fprintf(stderr, "kestrel-bench: --weights must be auto, mapped, huge-pages or small-pages, got '%s'\n",
+                     v.c_str());
         return 1;
       }
     } else if (a == "--kv") {
@@ -254,16 +266,24 @@ int main(int argc, char** argv) {
     }
     Session& s = **session;
     std::vector<double> pp, tg, bandwidth, fraction;
+    SessionTimings pp_timings, tg_timings;
+    auto add_timings = [&s](SessionTimings* sum) {
+      for (size_t r = 0; r < sum->role_seconds.size(); ++r) sum->role_seconds[r] += s.timings().role_seconds[r];
+    };
     // One untimed warm-up run pages the weights in.
     for (int rep = -1; rep < reps; ++rep) {
       if (prompt > 0) {
         s.Reset();
+        s.ResetTimings();
         const auto start = Clock::now();
         if (auto st = s.Eval(prompt_tokens.data(), prompt_tokens.size()); !st.ok()) {
           std::fprintf(stderr, "kestrel-bench: %s\n", std::string(st.message()).c_str());
           return 1;
         }
-        if (rep >= 0) pp.push_back(prompt / std::chrono::duration<double>(Clock::now() - start).count());
+        if (rep >= 0) {
+          pp.push_back(prompt / std::chrono::duration<double>(Clock::now() - start).count());
+          add_timings(&pp_timings);
+        }
       }
       if (gen > 0) {
         s.Reset();
@@ -275,6 +295,7 @@ int main(int argc, char** argv) {
         }
         const double bw_before = rep >= 0 ? probe.Measure(threads, 3) : 0;
         int32_t next = prompt_tokens.empty() ? 1 : prompt_tokens[0];
+        s.ResetTimings();
         const auto start = Clock::now();
         for (int i = 0; i < gen; ++i) {
           if (auto st = s.Eval(&next, 1, true); !st.ok()) {
@@ -288,18 +309,35 @@ int main(int argc, char** argv) {
           // The better of the two probes around the run: a slow moment would flatter the fraction.
           const double bw = std::max(bw_before, probe.Measure(threads, 3));
           tg.push_back(rate);
+          add_timings(&tg_timings);
           bandwidth.push_back(bw);
           fraction.push_back(rate * BytesPerToken(weight_bytes, c, kv_bytes, depth, gen) / (bw * 1e9));
         }
       }
     }
     const double bw = Mean(bandwidth);
-    if (prompt > 0) results.push_back({"pp" + std::to_string(prompt), threads, Mean(pp), Stddev(pp), bw, 0, 0});
+    if (prompt > 0)
+      results.push_back({"pp" + std::to_string(prompt), threads, Mean(pp), Stddev(pp), bw, 0, 0, pp_timings, reps});
     if (gen > 0) {
-      results.push_back({"tg" + std::to_string(gen) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), threads, Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction)});
+      results.push_back({"tg" + std::to_string(gen) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), threads,
+                         Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction), tg_timings, reps});
     }
   }
 
+  if (roles) {
+    // The session's own clocks: each product, attention, and the rest (norms, quantization of
+    // activations, RoPE, residual adds), as wall time of the calling thread, per run of the test.
+    for (const Result& r : results) {
+      std::fprintf(stderr, "roles %s, %d threads, ms per run:", r.test.c_str(), r.threads);
+      double total = 0;
+      for (size_t i = 0; i < r.timings.role_seconds.size(); ++i) {
+        const double ms = 1e3 * r.timings.role_seconds[i] / r.runs;
+        total += ms;
+        std::fprintf(stderr, " %s %.2f", TimingRoleName(static_cast<TimingRole>(i)), ms);
+      }
+      std::fprintf(stderr, " (sum %.2f)\n", total);
+    }
+  }
   const std::string name = c.name.empty() ? ArchitectureName(c.architecture) : c.name;
   // How the weights were held, with the share the OS really put on huge pages.
   const MappedFile& mapping = *(*model)->file().mapping();

@@ -63,6 +63,8 @@ const char* FileResidenceName(FileResidence residence) {
       return "mapped";
     case FileResidence::kHugePageCopy:
       return "huge-pages";
+    case FileResidence::kSmallPageCopy:
+      return "small-pages";
   }
   return "?";
 }
@@ -93,11 +95,13 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
   if (residence == FileResidence::kAuto) {
     residence = HugePageCopyFits(size) ? FileResidence::kHugePageCopy : FileResidence::kMapped;
   }
-  if (residence == FileResidence::kHugePageCopy) {
-    auto copy = HugePageBuffer::Allocate(size);
+  if (residence == FileResidence::kHugePageCopy || residence == FileResidence::kSmallPageCopy) {
+    const bool huge = residence == FileResidence::kHugePageCopy;
+    auto copy = huge ? HugePageBuffer::Allocate(size) : HugePageBuffer::AllocateSmallPages(size);
     if (!copy.ok()) {
       ::close(fd);
-      return absl::ResourceExhaustedError(absl::StrCat(path, ": huge-page copy: ", copy.status().message()));
+      return absl::ResourceExhaustedError(
+          absl::StrCat(path, huge ? ": huge-page copy: " : ": small-page copy: ", copy.status().message()));
     }
     const int err = ReadAll(fd, copy->data(), size);
     ::close(fd);
@@ -105,7 +109,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
       return absl::DataLossError(absl::StrCat(path, ": file ended before its size (", size, " bytes) was read"));
     if (err > 0) return absl::DataLossError(absl::StrCat(path, ": read failed: ", std::strerror(err)));
     copy->Protect();
-    return std::unique_ptr<MappedFile>(new MappedFile(path, std::move(*copy)));
+    return std::unique_ptr<MappedFile>(new MappedFile(path, std::move(*copy), residence));
   }
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   const int err = errno;

@@ -20,9 +20,13 @@ enum class FileResidence {
   kAuto,          // kHugePageCopy when HugePageCopyFits(size), else kMapped
   kMapped,        // mmap: zero-copy, shared with the page cache, paged in on first touch
   kHugePageCopy,  // read into private anonymous memory advised for transparent huge pages
+  // Read into private anonymous memory advised against huge pages: 4 KiB pages as kMapped's, but
+  // not the page cache's. For measurement only (kestrel-bench --weights small-pages): it tells the
+  // cost of small pages from that of file-backed ones; auto never chooses it.
+  kSmallPageCopy,
 };
 
-// "auto", "mapped", "huge-pages".
+// "auto", "mapped", "huge-pages", "small-pages".
 const char* FileResidenceName(FileResidence residence);
 
 class MappedFile {
@@ -36,7 +40,7 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
-  // kMapped or kHugePageCopy: what Open chose.
+  // kMapped, kHugePageCopy or kSmallPageCopy: what Open chose.
   FileResidence residence() const { return residence_; }
   // Bytes of the file the kernel currently holds on huge pages (from /proc/self/smaps; 0 where it
   // cannot tell). Huge pages are a request, not a promise: fragmented memory gives fewer.
@@ -50,17 +54,13 @@ class MappedFile {
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size), residence_(FileResidence::kMapped) {}
-  MappedFile(std::string path, HugePageBuffer copy)
-      : path_(std::move(path)),
-        data_(copy.data()),
-        size_(copy.size()),
-        residence_(FileResidence::kHugePageCopy),
-        copy_(std::move(copy)) {}
+  MappedFile(std::string path, HugePageBuffer copy, FileResidence residence)
+      : path_(std::move(path)), data_(copy.data()), size_(copy.size()), residence_(residence), copy_(std::move(copy)) {}
   std::string path_;
   const uint8_t* data_;
   size_t size_;
   FileResidence residence_;
-  HugePageBuffer copy_;  // holds the bytes for kHugePageCopy; empty for kMapped
+  HugePageBuffer copy_;  // holds the bytes of a copy; empty for kMapped
 };
 
 }  // namespace kestrel

@@ -38,6 +38,14 @@ absl::StatusOr<HugePageBuffer> HugePageBuffer::Allocate(size_t bytes, bool advis
   return b;
 }
 
+absl::StatusOr<HugePageBuffer> HugePageBuffer::AllocateSmallPages(size_t bytes) {
+  auto b = Allocate(bytes, false);
+#ifdef MADV_NOHUGEPAGE
+  if (b.ok() && b->size_ > 0) ::madvise(b->data_, (bytes + kHugePage - 1) & ~(kHugePage - 1), MADV_NOHUGEPAGE);
+#endif
+  return b;
+}
+
 HugePageBuffer::~HugePageBuffer() {
   if (region_ != nullptr) ::munmap(region_, region_bytes_);
 }

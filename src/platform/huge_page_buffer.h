@@ -1,6 +1,7 @@
 // Large anonymous memory advised for transparent huge pages: for what the decoder streams through
 // on every token (weights, the KV cache), where 4 KiB pages cost a TLB miss per 4 KiB read
-// (bench/README.md measures it).
+// (bench/README.md measures it). Also, for measuring that cost, the same memory advised against
+// huge pages.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +19,8 @@ class HugePageBuffer {
   // committed on first touch, as with malloc - on huge pages 2 MiB at a time. ResourceExhausted
   // when the address space is refused.
   static absl::StatusOr<HugePageBuffer> Allocate(size_t bytes, bool advise = true);
+  // The same on 4 KiB pages even where transparent huge pages are "always" (MADV_NOHUGEPAGE).
+  static absl::StatusOr<HugePageBuffer> AllocateSmallPages(size_t bytes);
   ~HugePageBuffer();
   HugePageBuffer(HugePageBuffer&& other) noexcept;
   HugePageBuffer& operator=(HugePageBuffer&& other) noexcept;
