@@ -9,8 +9,10 @@
 # npm package's prebuilt libraries; installed into WORK_DIR on first use: npm and ~400 MB). Prints a
 # markdown table of both engines' tokens/s and their ratio. Environment: TYPES (default
 # "q4_0 q8_0"), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
-# KESTREL_BENCH_ARGS (more kestrel-bench options, e.g. "--weights mapped" to hold the weights on 4 KiB
-# pages as llama.cpp's default mmap does).
+# KESTREL_BENCH_ARGS (more kestrel-bench options, e.g. "--weights small-pages" to hold the weights on
+# anonymous 4 KiB pages, as llama.cpp holds the tensors it repacks). Both files are settled in the
+# page cache first (bench/settle_page_cache.py): a file just written reads far slower through a
+# mapping here, and llama.cpp maps its GGUF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -41,6 +43,7 @@ for type in $types; do
   vqf="$work/qwen3-1.7b-$type.vqf"
   [ -f "$gguf" ] || python3 bench/make_synthetic_gguf.py --type "$type" -o "$gguf" >&2
   [ -f "$vqf" ] || "$build/examples/kestrel-convert" "$gguf" -o "$vqf" >&2
+  python3 bench/settle_page_cache.py "$gguf" "$vqf"
   for round in $(seq "$rounds"); do
     out="$work/results/$type-kestrel-$round.json"
     echo "# $type round $round: kestrel" >&2

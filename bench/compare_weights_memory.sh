@@ -19,6 +19,9 @@ threads=${THREADS:-1,2}
 read -r -a modes <<< "${MODES:-mapped small-pages huge-pages}"
 bench="$build/examples/kestrel-bench"
 [ -x "$bench" ] || { echo "compare_weights_memory.sh: $bench not built" >&2; exit 1; }
+# The mapped runs read the page cache: settle the file as a fresh sequential read leaves it (a file
+# just written reads far slower through a mapping on some machines; bench/settle_page_cache.py).
+python3 bench/settle_page_cache.py "$model"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 for round in $(seq "$rounds"); do

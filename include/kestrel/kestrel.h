@@ -80,11 +80,14 @@ typedef enum kestrel_weights_memory {
    * ("mapped", "huge-pages") overrides AUTO. */
   KESTREL_WEIGHTS_AUTO = 0,
   /* mmap of the file: no copy, shared with the page cache and other processes, paged in on first
-   * use (the first prompt pays for it). */
+   * use (the first prompt pays for it). Its speed is the page cache's: on the VM in
+   * bench/README.md, a file just written decoded 2-10x slower through a mapping than the same file
+   * after a fresh sequential read. */
   KESTREL_WEIGHTS_MAPPED = 1,
   /* Read at load into private memory advised for 2 MiB pages: decode reads every weight once per
-   * token, and 4 KiB pages make that a TLB miss every 4 KiB (bench/README.md measures it). Costs
-   * the read at load and the file's size in memory that the system cannot reclaim. */
+   * token, at the same speed whatever state the page cache is in, and 2 MiB pages spare TLB
+   * misses (a few percent over 4 KiB ones there; bench/README.md). Costs the read at load and the
+   * file's size in memory that the system cannot reclaim. */
   KESTREL_WEIGHTS_HUGE_PAGES = 2
 } kestrel_weights_memory;
 

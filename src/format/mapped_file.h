@@ -12,10 +12,11 @@
 
 namespace kestrel {
 
-// How a file's bytes are held. Decode reads every weight once per token; with 4 KiB pages a 1 GiB
-// model is 262144 pages, far past the TLBs, and under a virtual machine each miss is a two-level
-// walk. Measured on the CI host (bench/README.md): Q4_0 decode 20 -> 32 t/s at one thread with the
-// weights on 2 MiB pages, prefill +20%.
+// How a file's bytes are held. Decode reads every weight once per token. Measured on the CI host
+// (bench/README.md): Q4_0 decode 20 -> 32 t/s at one thread with the weights copied onto 2 MiB
+// pages instead of mapped, prefill +20%; but most of that was the page cache's state (a file just
+// written read 2-10x slower through a mapping than after a fresh sequential read), and a copy on
+// 4 KiB anonymous pages decoded within a few percent of the huge-page copy.
 enum class FileResidence {
   kAuto,          // kHugePageCopy when HugePageCopyFits(size), else kMapped
   kMapped,        // mmap: zero-copy, shared with the page cache, paged in on first touch
