@@ -3,8 +3,12 @@
 
 Arguments are TYPE=FILE.json, one per engine run (kestrel-bench -o json, or llama_cpp_bench.mjs).
 Each engine's figure is the mean over its runs of each run's mean tokens/s; "spread" is the
-largest difference between runs (both engines drift with the machine's bandwidth).
+largest difference between runs (both engines drift with the machine's bandwidth). With several
+rounds, the last column also gives the median (and range) of the per-round ratios: the i-th Kestrel
+run against the i-th llama.cpp run, which ran right after it, so that a slow stretch of the machine
+weighs on both sides of a ratio rather than on one engine's mean.
 """
+import statistics
 import collections
 import json
 import sys
@@ -27,7 +31,7 @@ def main():
                 backends[qtype] = row["backend"] + (f", {weights}" if weights else "")
             runs[(qtype, row["test"], row["threads"], engine)].append(row["tokens_per_second"])
 
-    print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp |")
+    print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp (of means; per-round median) |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     keys = sorted({k[:3] for k in runs}, key=lambda k: (k[0], k[2], k[1]))
     for qtype, test, threads in keys:
@@ -42,6 +46,10 @@ def main():
             spread = max(values) - min(values)
             cells.append(f"{means[engine]:.2f}" + (f" (spread {spread:.2f})" if len(values) > 1 else ""))
         ratio = f"{means['kestrel'] / means['llama.cpp']:.2f}x" if len(means) == 2 else "-"
+        pairs = list(zip(runs.get((qtype, test, threads, "kestrel"), []), runs.get((qtype, test, threads, "llama.cpp"), [])))
+        if len(pairs) > 1:
+            ratios = [k / l for k, l in pairs]
+            ratio += f"; per round {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
         label = f"{qtype} ({backends.get(qtype, '?')})"
         print(f"| {label} | {test} | {threads} | {cells[0]} | {cells[1]} | {ratio} |")
 
