@@ -1212,7 +1212,10 @@ TEST_CASE("MappedFile holds the same bytes mapped and copied onto huge pages", "
   }
   // The copy starts on a 2 MiB boundary, where a huge page can back it.
   CHECK(reinterpret_cast<uintptr_t>((*copied)->data()) % (size_t{2} << 20) == 0);
-  CHECK((*copied)->HugePageBytes() <= (size_t{8} << 20));
+  // At most the span's own bytes: a huge page past the file's end (the copy's last one) is not the
+  // file's (kestrel-bench once printed 196% for a 1 MB model).
+  for (const auto* f : {mapped->get(), copied->get(), chosen->get(), small->get()})
+    CHECK(f->HugePageBytes() <= f->size());
 
   // Whether the OS gives huge pages is its choice: the copy must get them wherever a plain
   // advised mapping does.

@@ -38,7 +38,8 @@ const char kUsage[] =
     "    small-pages copies them onto anonymous 4 KiB pages, to tell the cost of small pages from\n"
     "    that of the page cache's (mapped)\n"
     "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n"
-    "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role)\n";
+    "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role);\n"
+    "    with -o json each result also has \"ms_per_run_by_role\"\n";
 
 struct Result {
   std::string test;
@@ -362,6 +363,14 @@ int main(int argc, char** argv) {
         std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f, "
                     "\"bandwidth_fraction_stddev\": %.3f",
                     r.bandwidth_gbps * 1e9 / BytesPerToken(weight_bytes, c, kv_bytes, depth, gen), r.fraction, r.fraction_stddev);
+      }
+      if (roles) {
+        std::printf(", \"ms_per_run_by_role\": {");
+        for (size_t j = 0; j < r.timings.role_seconds.size(); ++j) {
+          std::printf("%s\"%s\": %.4f", j > 0 ? ", " : "", TimingRoleName(static_cast<TimingRole>(j)),
+                      1e3 * r.timings.role_seconds[j] / r.runs);
+        }
+        std::printf("}");
       }
       std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }

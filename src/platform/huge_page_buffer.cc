@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
@@ -92,7 +93,9 @@ uint64_t HugePageBytesIn(const void* data, size_t size) {
       total += kib * 1024;
     }
   }
-  return total;
+  // Areas are whole pages and may extend past the span (a copy's last huge page runs past the end
+  // of the file): the span itself holds at most its own size.
+  return std::min<uint64_t>(total, size);
 }
 
 uint64_t AvailableMemoryBytes() {
