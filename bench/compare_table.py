@@ -8,9 +8,9 @@ rounds, the last column also gives the median (and range) of the per-round ratio
 run against the i-th llama.cpp run, which ran right after it, so that a slow stretch of the machine
 weighs on both sides of a ratio rather than on one engine's mean.
 """
-import statistics
 import collections
 import json
+import statistics
 import sys
 
 

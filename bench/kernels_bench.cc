@@ -3,7 +3,6 @@
 // streamed; matrix-matrix products report GOPS (2 * rows * columns * tokens per call).
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -39,7 +38,8 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> row(columns);
   const size_t row_bytes = DTypeRowBytes(dtype, columns);
-  auto buffer = HugePageBuffer::Allocate(row_bytes * rows, huge_pages);
+  auto buffer =
+      huge_pages ? HugePageBuffer::Allocate(row_bytes * rows) : HugePageBuffer::AllocateSmallPages(row_bytes * rows);
   if (!buffer.ok()) {
     std::fprintf(stderr, "kestrel-kernels-bench: %s\n", std::string(buffer.status().message()).c_str());
     std::abort();
@@ -67,9 +67,9 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
 }
 
 // forced_path: -1 lets a kernel with two decode paths choose by speed (FasterPath), 0 or 1 forces one.
-// huge_pages: false holds the weights on ordinary 4 KiB pages (a mapped file, or malloc), where
-// streaming them from memory costs a TLB miss per page. Only advice: the OS decides (THP "never"
-// gives none, "always" gives them anyway), so the share it really gave is reported ("huge%").
+// huge_pages: false holds the weights on 4 KiB pages (advised against huge ones, even under THP
+// "always"), where streaming them from memory costs a TLB miss per page. With true the OS may still
+// decline (THP "never", fragmented memory), so the share it really gave is reported ("huge%").
 void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
                  int64_t tokens, int forced_path, bool huge_pages) {
   const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens, huge_pages);
@@ -90,11 +90,11 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
     state.counters["GB/s"] = benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
   }
   state.counters["GOPS"] = benchmark::Counter(calls * 2.0 * columns * rows * tokens / 1e9, benchmark::Counter::kIsRate);
-  // Only for the from-memory cases, where the TLB matters: smaps counts whole memory areas (the
-  // 2 MiB-rounded span, or neighbours merged with a small buffer), hence the clamp and the size floor.
+  // Only for the from-memory cases, where the TLB matters: smaps counts whole memory areas, which
+  // for a small buffer may be neighbours merged with it, hence the size floor.
   if (f.bytes.size() >= (size_t{64} << 20)) {
     const double huge = static_cast<double>(HugePageBytesIn(f.bytes.data(), f.bytes.size()));
-    state.counters["huge%"] = std::min(100.0, 100.0 * huge / static_cast<double>(f.bytes.size()));
+    state.counters["huge%"] = 100.0 * huge / static_cast<double>(f.bytes.size());
   }
   FasterPath::ForceForTesting(-1);
 }

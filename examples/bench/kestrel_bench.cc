@@ -49,6 +49,9 @@ struct Result {
   double fraction, fraction_stddev;  // decode: tokens/s x bytes per token / bandwidth, per run
   kestrel::SessionTimings timings;   // summed over the timed runs
   int runs;
+
+  // Milliseconds per run that role `role` took (--roles).
+  double RoleMilliseconds(size_t role) const { return 1e3 * timings.role_seconds[role] / runs; }
 };
 
 double Mean(const std::vector<double>& v) {
@@ -332,7 +335,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "roles %s, %d threads, ms per run:", r.test.c_str(), r.threads);
       double total = 0;
       for (size_t i = 0; i < r.timings.role_seconds.size(); ++i) {
-        const double ms = 1e3 * r.timings.role_seconds[i] / r.runs;
+        const double ms = r.RoleMilliseconds(i);
         total += ms;
         std::fprintf(stderr, " %s %.2f", TimingRoleName(static_cast<TimingRole>(i)), ms);
       }
@@ -368,7 +371,7 @@ int main(int argc, char** argv) {
         std::printf(", \"ms_per_run_by_role\": {");
         for (size_t j = 0; j < r.timings.role_seconds.size(); ++j) {
           std::printf("%s\"%s\": %.4f", j > 0 ? ", " : "", TimingRoleName(static_cast<TimingRole>(j)),
-                      1e3 * r.timings.role_seconds[j] / r.runs);
+                      r.RoleMilliseconds(j));
         }
         std::printf("}");
       }

@@ -42,7 +42,7 @@ absl::StatusOr<HugePageBuffer> HugePageBuffer::Allocate(size_t bytes, bool advis
 absl::StatusOr<HugePageBuffer> HugePageBuffer::AllocateSmallPages(size_t bytes) {
   auto b = Allocate(bytes, false);
 #ifdef MADV_NOHUGEPAGE
-  if (b.ok() && b->size_ > 0) ::madvise(b->data_, (bytes + kHugePage - 1) & ~(kHugePage - 1), MADV_NOHUGEPAGE);
+  if (b.ok() && b->region_ != nullptr) ::madvise(b->region_, b->region_bytes_, MADV_NOHUGEPAGE);
 #endif
   return b;
 }
