@@ -97,6 +97,30 @@ if(TARGET kestrel-bench)
   set_tests_properties(kestrel_bench_error_context PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
 endif()
 
+# kestrel-alternate: both files timed every round, a ratio per round, and clear errors.
+if(TARGET kestrel-alternate)
+  foreach(test_arg "-n;4" "-p;8")
+    string(REPLACE ";" "" test_name "${test_arg}")
+    add_test(NAME kestrel_alternate_output${test_name}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_alternate.py --model ${KESTREL_STORIES_F32}
+                     --rounds 3 ${test_arg} -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate>)
+    set_tests_properties(kestrel_alternate_output${test_name} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+  endforeach()
+  add_test(NAME kestrel_alternate_error_missing_model
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-alternate: .*does-not-exist" --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate> -a ${KESTREL_STORIES_F32}
+                   -b ${KESTREL_TEST_MODELS}/does-not-exist.vqf -n 4)
+  set_tests_properties(kestrel_alternate_error_missing_model PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+  add_test(NAME kestrel_alternate_error_test
+           COMMAND ${KESTREL_CHECK} fail --stderr-regex "give exactly one of -p \\(prefill\\) and -n \\(decode\\)" --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate> -a x.vqf -b y.vqf -p 8 -n 4)
+  add_test(NAME kestrel_alternate_error_context
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-alternate: .*: 601 positions exceed the model's context of 512"
+                   --require ${KESTREL_STORIES_F32} --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate> -a ${KESTREL_STORIES_F32} -b ${KESTREL_STORIES_F32} -n 600)
+  set_tests_properties(kestrel_alternate_error_context PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+endif()
+
 # bench/make_synthetic_gguf.py (the GGUF files of bench/compare_llama_cpp.sh): a tiny Qwen3-shaped
 # file with the shared Qwen3 tokenizer converts with the default type, keeping its quantization, and
 # decodes with every value finite.
