@@ -35,20 +35,15 @@ TEST_CASE("Layout names, tile rows, chunk bytes and flags", "[layout]") {
   REQUIRE(LayoutTileRows(Layout::kPlain) == 1);
   REQUIRE(LayoutTileRows(Layout::kQ4_0x4) == 4);
   REQUIRE(LayoutTileRows(Layout::kQ8_0x8) == 8);
-  REQUIRE(LayoutTileRows(Layout::kQ4_0x16) == 16);
   REQUIRE(LayoutChunkBytes(Layout::kQ4_0x4) == 4);
   REQUIRE(LayoutChunkBytes(Layout::kQ8_0x8) == 8);
-  REQUIRE(LayoutChunkBytes(Layout::kQ4_0x16) == 4);
   REQUIRE(LayoutRequiredDType(Layout::kQ4_0x4) == DType::kQ4_0);
   REQUIRE(LayoutRequiredDType(Layout::kQ8_0x8) == DType::kQ8_0);
-  REQUIRE(LayoutRequiredDType(Layout::kQ4_0x16) == DType::kQ4_0);
   REQUIRE_FALSE(LayoutRequiredDType(Layout::kPlain).has_value());
   REQUIRE(LayoutFlag(Layout::kPlain) == 1u);
   REQUIRE(LayoutFlag(Layout::kQ4_0x4) == 2u);
   REQUIRE(LayoutFlag(Layout::kQ8_0x8) == 4u);
-  REQUIRE(LayoutFlag(Layout::kQ4_0x16) == 8u);
-  REQUIRE(kKnownLayoutFlags == 15u);
-  REQUIRE(std::string(LayoutName(Layout::kQ4_0x16)) == "q4_0x16");
+  REQUIRE(kKnownLayoutFlags == 7u);
   for (uint32_t i = 0; i < kLayoutCount; ++i) {
     REQUIRE(IsKnownLayout(i));
     REQUIRE(LayoutFromName(LayoutName(static_cast<Layout>(i))) == static_cast<Layout>(i));
@@ -58,12 +53,10 @@ TEST_CASE("Layout names, tile rows, chunk bytes and flags", "[layout]") {
 }
 
 TEST_CASE("Repack plain -> tiled -> plain is bit-exact", "[layout]") {
-  const Shape shapes[] = {{32, 8},   {64, 8},  {96, 16}, {256, 24}, {32, 64},
-                          {160, 40}, {512, 8}, {32, 16}, {96, 48},  {160, 80}};
-  for (Layout l : {Layout::kQ4_0x4, Layout::kQ8_0x8, Layout::kQ4_0x16}) {
+  const Shape shapes[] = {{32, 8}, {64, 8}, {96, 16}, {256, 24}, {32, 64}, {160, 40}, {512, 8}};
+  for (Layout l : {Layout::kQ4_0x4, Layout::kQ8_0x8}) {
     const DType t = *LayoutRequiredDType(l);
     for (const Shape& s : shapes) {
-      if (s.rows % LayoutTileRows(l) != 0) continue;  // 16-row tiles take only the last four
       INFO(LayoutName(l) << " " << s.columns << "x" << s.rows);
       REQUIRE(CheckLayoutFits(t, l, s.columns, s.rows).ok());
       const std::vector<uint8_t> plain = RandomPlainMatrix(t, s.columns, s.rows, 17);
@@ -94,7 +87,7 @@ TEST_CASE("Repack plain -> tiled -> plain is bit-exact", "[layout]") {
 TEST_CASE("Tiled byte positions follow docs/vqf.md", "[layout]") {
   // Fill the plain matrix with a byte pattern that names (row, block, byte) so every byte can be
   // located in the tiled result by the documented formula.
-  for (Layout l : {Layout::kQ4_0x4, Layout::kQ8_0x8, Layout::kQ4_0x16}) {
+  for (Layout l : {Layout::kQ4_0x4, Layout::kQ8_0x8}) {
     const DType t = *LayoutRequiredDType(l);
     const int64_t columns = 96, rows = 2 * LayoutTileRows(l);
     const int R = LayoutTileRows(l), C = LayoutChunkBytes(l);
@@ -119,25 +112,6 @@ TEST_CASE("Tiled byte positions follow docs/vqf.md", "[layout]") {
           REQUIRE(std::memcmp(quants + (k * R + r) * C, src + 2 + k * C, C) == 0);
         }
       }
-    }
-  }
-}
-
-TEST_CASE("q4_0x16 groups are the 16 scales, then 64-byte runs of chunk k of rows 0-15", "[layout]") {
-  // docs/vqf.md's own description of the 288-byte group, written out: scales at 2 * r, run k at
-  // 32 + 64 * k holding qs[4k .. 4k+3] of rows 0..15 in order (what one VPDPBUSD operand is).
-  const int64_t columns = 64, rows = 32, blocks_per_row = 2;
-  const std::vector<uint8_t> plain = RandomPlainMatrix(DType::kQ4_0, columns, rows, 29);
-  std::vector<uint8_t> tiled(plain.size());
-  RepackPlainToTiled(Layout::kQ4_0x16, plain.data(), tiled.data(), columns, rows);
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t b = 0; b < blocks_per_row; ++b) {
-      const uint8_t* block = plain.data() + (row * blocks_per_row + b) * 18;
-      const uint8_t* group = tiled.data() + ((row / 16) * blocks_per_row + b) * 288;
-      const int r = static_cast<int>(row % 16);
-      INFO("row " << row << " block " << b);
-      REQUIRE(std::memcmp(group + 2 * r, block, 2) == 0);
-      for (int k = 0; k < 4; ++k) REQUIRE(std::memcmp(group + 32 + 64 * k + 4 * r, block + 2 + 4 * k, 4) == 0);
     }
   }
 }
@@ -180,11 +154,6 @@ TEST_CASE("CheckLayoutFits accepts and refuses the right combinations", "[layout
   REQUIRE_FALSE(fits(DType::kQ4_0, Layout::kQ4_0x4, 64, 6));
   REQUIRE_FALSE(fits(DType::kQ4_0, Layout::kQ4_0x4, 48, 4));
   REQUIRE_FALSE(fits(DType::kQ4_0, Layout::kQ8_0x8, 32, 8));
-  REQUIRE(fits(DType::kQ4_0, Layout::kQ4_0x16, 32, 16));
-  REQUIRE(fits(DType::kQ4_0, Layout::kQ4_0x16, 64, 48));
-  REQUIRE_FALSE(fits(DType::kQ4_0, Layout::kQ4_0x16, 64, 8));
-  REQUIRE_FALSE(fits(DType::kQ4_0, Layout::kQ4_0x16, 64, 20));
-  REQUIRE_FALSE(fits(DType::kQ8_0, Layout::kQ4_0x16, 32, 16));
   REQUIRE(fits(DType::kQ8_0, Layout::kQ8_0x8, 32, 8));
   REQUIRE(fits(DType::kQ8_0, Layout::kQ8_0x8, 128, 64));
   REQUIRE_FALSE(fits(DType::kQ8_0, Layout::kQ8_0x8, 128, 4));

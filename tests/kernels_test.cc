@@ -69,7 +69,7 @@ struct MatmulCase {
 const MatmulCase kMatmulCases[] = {
     {DType::kF32, Layout::kPlain},   {DType::kF16, Layout::kPlain},    {DType::kBF16, Layout::kPlain},
     {DType::kQ8_0, Layout::kPlain},  {DType::kQ4_0, Layout::kPlain},   {DType::kQ8_0, Layout::kQ8_0x8},
-    {DType::kQ4_0, Layout::kQ4_0x4}, {DType::kQ4_0, Layout::kQ4_0x16},
+    {DType::kQ4_0, Layout::kQ4_0x4},
 };
 
 // Shape classes: 1..17, tile sizes +-1, large and odd.

@@ -1,9 +1,11 @@
 // kestrel-alternate: two model files timed in turn inside one process, the same test on each,
 // round after round, with their per-round speed ratio. On a shared machine the speed of one
-// process moves by +-10% from one minute to the next, and where the weights land in memory differs
-// from process to process (bench/README.md, seventh session: separate kestrel-bench runs ranked
-// two layouts of the same weights the opposite way from this). Alternating in one process puts
-// both files under the same conditions; the per-round ratio cancels what drifts slowly.
+// process moves by +-10% from one minute to the next, so separate runs of each file compare
+// moments as much as files; alternating in one process puts both under the same conditions and the
+// per-round ratio cancels what drifts slowly. What it cannot cancel is where each file's weights
+// landed in memory: on the Zen 5 the file loaded second (-b) ran 5-6% faster in some pairs of runs
+// (bench/README.md, seventh session), so compare files with both orders, -a X -b Y and -a Y -b X,
+// and take the square root of the ratio of the two medians.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -29,7 +31,8 @@ void Usage() {
                "usage: kestrel-alternate -a A.vqf -b B.vqf [-p 64 | -n 32] [-t 1] [-r 8] [--backend NAME]\n"
                "  times prefill of -p tokens, or decode of -n tokens after one, on A and B in turn\n"
                "  (order swapped every round, one untimed round first) and prints each file's median\n"
-               "  tokens/s and the median, quartiles and range of the per-round ratio B/A\n");
+               "  tokens/s and the median, quartiles and range of the per-round ratio B/A; run it\n"
+               "  again with -a and -b swapped (the order of loading can matter, bench/README.md)\n");
 }
 
 struct Side {

@@ -51,13 +51,10 @@ struct MatmulQ4_0Plain : PlainQ4_0Loader<UnpackQ4x16> {
   }
 };
 
-// Q4_0 weights in q4_0x4 or q4_0x16 tiles, 4 rows at a time: vector k holds bytes 4k..4k+3 of the
-// 4 rows, one SDOT lane per row; the by-element SDOT pairs them with activation lane k
-// (a[4k..4k+3] and a[16+4k..16+4k+3]).
-template <int kTileRows>
-struct MatmulQ4_0Tiled : TiledQ4_0Loader<UnpackQ4x16, kTileRows> {
-  using Weights = Q4Weights;
-  static constexpr int kMcaId = kTileRows == 4 ? 13 : 17;
+// Q4_0 weights in q4_0x4 tiles: vector k holds bytes 4k..4k+3 of rows 0..3, one SDOT lane per row;
+// the by-element SDOT pairs them with activation lane k (a[4k..4k+3] and a[16+4k..16+4k+3]).
+struct MatmulQ4_0x4 : TiledQ4_0x4Loader<UnpackQ4x16> {
+  static constexpr int kMcaId = 13;
   static void Dot(const Weights& w, const int8_t* a, int32x4_t* sums) {
     const int8x16_t a0 = vld1q_s8(a), a1 = vld1q_s8(a + 16);
     int32x4_t acc = vdotq_laneq_s32(vdupq_n_s32(0), w.lo[0], a0, 0);
@@ -97,10 +94,7 @@ void matmul__neondot(const MatrixView& w, const Activations& x, float* y, int64_
       if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<MatmulQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
       return MatmulQuantized<MatmulQ8_0Plain>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
-      if (w.layout == Layout::kQ4_0x4)
-        return MatmulQuantized<MatmulQ4_0Tiled<4>>(w, x, y, y_stride, row_begin, row_end);
-      if (w.layout == Layout::kQ4_0x16)
-        return MatmulQuantized<MatmulQ4_0Tiled<16>>(w, x, y, y_stride, row_begin, row_end);
+      if (w.layout == Layout::kQ4_0x4) return MatmulQuantized<MatmulQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
       return MatmulQuantized<MatmulQ4_0Plain>(w, x, y, y_stride, row_begin, row_end);
     default: return neon::matmul_float__neon(w, x, y, y_stride, row_begin, row_end);
   }

@@ -67,17 +67,14 @@ struct MatmulQ4_0Plain : PlainQ4_0Loader<UnpackQ4> {
   }
 };
 
-// Q4_0 weights in q4_0x4 or q4_0x16 tiles, 4 rows at a time (TiledQ4_0Loader): per block column,
-// their 4 scales and 16-byte vectors k = 0..3 holding bytes 4k..4k+3 of the 4 rows. Two kernels
-// read them (llvm-mca estimates in bench/arm-mca.md):
+// Q4_0 weights in q4_0x4 tiles: per block column, 4 scales then 16-byte vectors k = 0..3 holding
+// bytes 4k..4k+3 of rows 0..3. Two kernels read them (llvm-mca estimates in bench/arm-mca.md):
 //
-// MatmulQ4_0TiledLanes, for decode (1-3 tokens): low nibbles of vector k meet activation bytes
+// MatmulQ4_0x4Lanes, for decode (1-3 tokens): low nibbles of vector k meet activation bytes
 // 4k..4k+3 repeated in every 32-bit lane (one 4-byte load each), high nibbles bytes 16+4k..; no
 // rearranging of the weights, which a single token could not repay.
-template <int kTileRows>
-struct MatmulQ4_0TiledLanes : TiledQ4_0Loader<UnpackQ4, kTileRows> {
-  using Weights = Q4Weights;
-  static constexpr int kMcaId = kTileRows == 4 ? 5 : 15;
+struct MatmulQ4_0x4Lanes : TiledQ4_0x4Loader<UnpackQ4> {
+  static constexpr int kMcaId = 5;
   // Activation bytes p[0..3] in all four 32-bit lanes. Loaded this way rather than as two full
   // vectors with lanes duplicated afterwards: llvm-mca's Cortex-A53 estimate for 4 tokens fell
   // from about 25 to 15 cycles per 32 weights (the duplicates waited on the vector loads).
@@ -105,21 +102,18 @@ struct MatmulQ4_0TiledLanes : TiledQ4_0Loader<UnpackQ4, kTileRows> {
   }
 };
 
-// MatmulQ4_0TiledRows, for prefill (4 tokens and more): a 4x4 transpose of 32-bit chunks gives each
+// MatmulQ4_0x4Rows, for prefill (4 tokens and more): a 4x4 transpose of 32-bit chunks gives each
 // row's 16 quant bytes back, once per block for every token, and the plain kernel's products
 // follow (Cortex-A53 estimate for 4 tokens: about 11 cycles per 32 weights, against 15 above; for
 // one token the transpose costs more than it saves).
-template <int kTileRows>
-struct MatmulQ4_0TiledRows : TiledQ4_0Loader<UnpackQ4, kTileRows> {
-  using Loader = TiledQ4_0Loader<UnpackQ4, kTileRows>;
-  using Source = typename Loader::Source;
-  using Weights = Q4Weights;
-  static constexpr int kMcaId = kTileRows == 4 ? 3 : 16;
-  // Hides the loader's Load: the same part, transposed back to rows.
+struct MatmulQ4_0x4Rows : TiledQ4_0x4Loader<UnpackQ4> {
+  static constexpr int kMcaId = 3;
+  // Hides the loader's Load: the same tile, transposed back to rows.
   static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    d_w[0] = Loader::Scales(s, b);
+    const uint8_t* group = s.tile + b * kGroupBytes;
+    d_w[0] = LoadFp16x4(group);
     int32x4_t c[4];
-    for (int k = 0; k < 4; ++k) c[k] = vreinterpretq_s32_u8(vld1q_u8(Loader::Chunk(s, b, k)));
+    for (int k = 0; k < 4; ++k) c[k] = vreinterpretq_s32_u8(vld1q_u8(group + 8 + 16 * k));
     // t0: rows 0 and 2, chunks 0-1; t1: rows 1 and 3, chunks 0-1; t2, t3: the same for chunks 2-3.
     const int64x2_t t0 = vreinterpretq_s64_s32(vtrn1q_s32(c[0], c[1]));
     const int64x2_t t1 = vreinterpretq_s64_s32(vtrn2q_s32(c[0], c[1]));
@@ -244,12 +238,8 @@ void matmul__neon(const MatrixView& w, const Activations& x, float* y, int64_t y
       return MatmulQuantized<MatmulQ8_0Plain>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
       if (w.layout == Layout::kQ4_0x4) {
-        if (x.n_tokens >= 4) return MatmulQuantized<MatmulQ4_0TiledRows<4>>(w, x, y, y_stride, row_begin, row_end);
-        return MatmulQuantized<MatmulQ4_0TiledLanes<4>>(w, x, y, y_stride, row_begin, row_end);
-      }
-      if (w.layout == Layout::kQ4_0x16) {
-        if (x.n_tokens >= 4) return MatmulQuantized<MatmulQ4_0TiledRows<16>>(w, x, y, y_stride, row_begin, row_end);
-        return MatmulQuantized<MatmulQ4_0TiledLanes<16>>(w, x, y, y_stride, row_begin, row_end);
+        if (x.n_tokens >= 4) return MatmulQuantized<MatmulQ4_0x4Rows>(w, x, y, y_stride, row_begin, row_end);
+        return MatmulQuantized<MatmulQ4_0x4Lanes>(w, x, y, y_stride, row_begin, row_end);
       }
       return MatmulQuantized<MatmulQ4_0Plain>(w, x, y, y_stride, row_begin, row_end);
     default: return matmul_float__neon(w, x, y, y_stride, row_begin, row_end);
@@ -589,8 +579,7 @@ bool accepts__neon(DType dtype, Layout layout) {
     case DType::kF16:
     case DType::kBF16: return layout == Layout::kPlain;
     case DType::kQ8_0: return layout == Layout::kPlain || layout == Layout::kQ8_0x8;
-    case DType::kQ4_0:
-      return layout == Layout::kPlain || layout == Layout::kQ4_0x4 || layout == Layout::kQ4_0x16;
+    case DType::kQ4_0: return layout == Layout::kPlain || layout == Layout::kQ4_0x4;
   }
   return false;
 }

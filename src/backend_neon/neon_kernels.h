@@ -22,7 +22,7 @@ void attention__neon(const float* q, int64_t n_heads, const void* k, const void*
 void embedding_row__neon(const MatrixView& w, int64_t row, float* out);
 void f32_to_f16__neon(const float* x, uint16_t* out, int64_t n);
 // What both ARM backends' matmuls read natively: F32/F16/BF16 plain, Q8_0 plain and q8_0x8,
-// Q4_0 plain, q4_0x4 and q4_0x16. Anything else (a layout added later) is refused, never misread.
+// Q4_0 plain and q4_0x4. Anything else (a layout added later) is refused, never misread.
 bool accepts__neon(DType dtype, Layout layout);
 
 // Weights of any dtype and layout accepts__neon allows; quantized ones use x.q8_0.

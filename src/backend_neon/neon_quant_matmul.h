@@ -121,34 +121,19 @@ struct PlainQ4_0Loader {
   }
 };
 
-// Q4_0 in q4_0x4 or q4_0x16 tiles (kTileRows rows per tile), read as stored, 4 rows at a time:
-// the 4 rows at a multiple of 4 have their 4 scales together, then vector k holds bytes 4k..4k+3
-// of each (one 32-bit lane per row), 4 * kTileRows bytes after vector k - 1 (docs/vqf.md); lo[k] /
-// hi[k] are elements 4k..4k+3 / 16+4k..16+4k+3 of each row.
-struct TilePart {
-  const uint8_t* scales;  // block column 0's
-  const uint8_t* quants;
-};
-template <UnpackQ4Fn Unpack, int kTileRows>
-struct TiledQ4_0Loader {
+// Q4_0 in q4_0x4 tiles, read as stored: 4 scales, then vector k holds bytes 4k..4k+3 of rows 0..3
+// (one 32-bit lane per row), so lo[k] / hi[k] are elements 4k..4k+3 / 16+4k..16+4k+3 of each row.
+template <UnpackQ4Fn Unpack>
+struct TiledQ4_0x4Loader {
   static constexpr int kRows = 4;
-  static constexpr int64_t kGroupBytes = kTileRows * sizeof(BlockQ4_0);
-  static constexpr int64_t kChunkStride = 4 * kTileRows;
-  using Source = TilePart;
+  static constexpr int64_t kGroupBytes = 4 * sizeof(BlockQ4_0);
+  using Source = TileStart;
   using Weights = Q4Weights;
-  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) {
-    const uint8_t* tile = TileStart::Make<kTileRows, BlockQ4_0>(w, row).tile;
-    const int64_t in_tile = row % kTileRows;
-    return Source{tile + 2 * in_tile, tile + 2 * kTileRows + 4 * in_tile};
-  }
-  // Vector k of block column b, unpacked or not.
-  static const uint8_t* Chunk(const Source& s, int64_t b, int k) {
-    return s.quants + b * kGroupBytes + k * kChunkStride;
-  }
-  static float32x4_t Scales(const Source& s, int64_t b) { return LoadFp16x4(s.scales + b * kGroupBytes); }
+  static Source MakeSource(const MatrixView& w, int64_t row, int64_t) { return Source::Make<4, BlockQ4_0>(w, row); }
   static void Load(const Source& s, int64_t b, Weights* w, float32x4_t* d_w) {
-    d_w[0] = Scales(s, b);
-    for (int k = 0; k < 4; ++k) Unpack(vld1q_u8(Chunk(s, b, k)), &w->lo[k], &w->hi[k]);
+    const uint8_t* group = s.tile + b * kGroupBytes;
+    d_w[0] = LoadFp16x4(group);
+    for (int k = 0; k < 4; ++k) Unpack(vld1q_u8(group + 8 + 16 * k), &w->lo[k], &w->hi[k]);
   }
 };
 

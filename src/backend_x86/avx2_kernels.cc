@@ -96,35 +96,31 @@ struct PlainQ4_0 {
   }
 };
 
-// q4_0x4 and q4_0x16 (kTileRows rows per tile): the 4 rows at a multiple of 4 have their scales
-// together and chunk k (4 bytes of each) in 16 bytes, 4 * kTileRows bytes after chunk k - 1
-// (docs/vqf.md); a 4x4 transpose of 32-bit elements gives each row's 16 bytes back.
-template <int kTileRows>
-struct TiledQ4_0 {
+// q4_0x4: an 8-row group is two tiles; row i's 4-byte chunk k is at 8 + (k * 4 + i) * 4. The 16
+// bytes at 8 + k * 16 hold chunk k of the tile's 4 rows: a 4x4 transpose of 32-bit elements.
+struct TiledQ4_0x4 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n, int64_t b, __m256i* w, uint16_t* d) {
-    for (int part = 0; part < 2; ++part) {
-      if (part * 4 >= n) {
+    for (int tile = 0; tile < 2; ++tile) {
+      if (tile * 4 >= n) {
         for (int i = 0; i < 4; ++i) {
-          d[part * 4 + i] = 0;
-          w[part * 4 + i] = _mm256_setzero_si256();
+          d[tile * 4 + i] = 0;
+          w[tile * 4 + i] = _mm256_setzero_si256();
         }
         continue;
       }
-      const int64_t row = r0 + part * 4;
-      const int64_t in_tile = row % kTileRows;
-      const uint8_t* group = data + ((row / kTileRows) * blocks + b) * 18 * kTileRows;
-      std::memcpy(d + part * 4, group + 2 * in_tile, 8);
-      const uint8_t* q = group + 2 * kTileRows + 4 * in_tile;
+      const uint8_t* group = data + ((r0 / 4 + tile) * blocks + b) * 18 * 4;
+      std::memcpy(d + tile * 4, group, 8);
+      const uint8_t* q = group + 8;
       __m128i c[4];
-      for (int k = 0; k < 4; ++k) c[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k * 4 * kTileRows));
+      for (int k = 0; k < 4; ++k) c[k] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k * 16));
       const __m128i a = _mm_unpacklo_epi32(c[0], c[1]);
       const __m128i bb = _mm_unpackhi_epi32(c[0], c[1]);
       const __m128i cc = _mm_unpacklo_epi32(c[2], c[3]);
       const __m128i dd = _mm_unpackhi_epi32(c[2], c[3]);
-      w[part * 4 + 0] = UnpackQ4(_mm_unpacklo_epi64(a, cc));
-      w[part * 4 + 1] = UnpackQ4(_mm_unpackhi_epi64(a, cc));
-      w[part * 4 + 2] = UnpackQ4(_mm_unpacklo_epi64(bb, dd));
-      w[part * 4 + 3] = UnpackQ4(_mm_unpackhi_epi64(bb, dd));
+      w[tile * 4 + 0] = UnpackQ4(_mm_unpacklo_epi64(a, cc));
+      w[tile * 4 + 1] = UnpackQ4(_mm_unpackhi_epi64(a, cc));
+      w[tile * 4 + 2] = UnpackQ4(_mm_unpacklo_epi64(bb, dd));
+      w[tile * 4 + 3] = UnpackQ4(_mm_unpackhi_epi64(bb, dd));
     }
   }
 };
@@ -289,54 +285,34 @@ struct Q4Chunks {
   __m128i scales;    // the 8 rows' scales as halves
 };
 
-// The tiled layouts (q4_0x4, q4_0x16: kTileRows rows per tile) are read as they lie, 4 rows at a
-// time: a part is the 4 rows at a multiple of 4, whose block column has its 4 scales together and
-// chunk k of the 4 rows in 16 bytes, kChunkStride bytes after chunk k - 1 (docs/vqf.md). The second
-// part's address may repeat the first's (a 4-row remainder), whose lanes are then never stored.
-template <int kTileRows>
+// The tiled layout is read as it lies; the second tile's address may repeat the first's (a
+// 4-row remainder), whose lanes are then never stored.
 struct Q4Tiles {
-  static constexpr bool kTiled = true;
-  static constexpr int kMcaId = kTileRows == 4 ? 21 : 25;  // scripts/llvm-mca-x86.sh
-  static constexpr int64_t kGroupBytes = 18 * kTileRows;
-  static constexpr int64_t kChunkStride = 4 * kTileRows;
-  struct Part {
-    const uint8_t* scales;
-    const uint8_t* quants;  // chunk 0
-  };
-  // Block b of the part holding `row`.
-  static Part At(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
-    const uint8_t* group = data + ((row / kTileRows) * blocks + b) * kGroupBytes;
-    const int64_t in_tile = row % kTileRows;
-    return Part{group + 2 * in_tile, group + 2 * kTileRows + 4 * in_tile};
+  static constexpr int kMcaId = 21;  // scripts/llvm-mca-x86.sh
+  // Block b of the tile holding `row`.
+  static const uint8_t* At(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
+    return data + ((row / 4) * blocks + b) * 72;
   }
   // The same, prefetched kQ4PrefetchBytes ahead (the prefill's strips stream them).
-  static Part Group(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
-    const Part part = At(data, blocks, row, b);
-    _mm_prefetch(reinterpret_cast<const char*>(part.scales) + kQ4PrefetchBytes, _MM_HINT_T0);
-    return part;
+  static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
+    const uint8_t* group = At(data, blocks, row, b);
+    _mm_prefetch(reinterpret_cast<const char*>(group) + kQ4PrefetchBytes, _MM_HINT_T0);
+    return group;
   }
-  // Decode's prefetch of block b of the part holding `row`: a q4_0x4 group (72 bytes, at most two
-  // lines) per part; a q4_0x16 group (288 bytes, at most six lines) once, from its first part.
-  static void PrefetchPart(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
-    if (row % kTileRows != 0) return;
-    const char* group = reinterpret_cast<const char*>(data + ((row / kTileRows) * blocks + b) * kGroupBytes);
-    for (int64_t at = 0; at < kGroupBytes; at += 64) _mm_prefetch(group + at, _MM_HINT_T0);
-    _mm_prefetch(group + kGroupBytes - 1, _MM_HINT_T0);
+  // The 4 + 4 fp16 scales of two groups (ga's rows in the low half).
+  static __m128i Scales(const uint8_t* ga, const uint8_t* gb) {
+    return _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(ga)),
+                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(gb)));
   }
-  // The 4 + 4 fp16 scales of two parts (pa's rows in the low half).
-  static __m128i Scales(const Part& pa, const Part& pb) {
-    return _mm_unpacklo_epi64(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(pa.scales)),
-                              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(pb.scales)));
+  // Chunk k of two groups' 8 rows (ga's rows in the low half).
+  static __m256i Chunk(const uint8_t* ga, const uint8_t* gb, int k) {
+    return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(gb + 8 + k * 16),
+                               reinterpret_cast<const __m128i*>(ga + 8 + k * 16));
   }
-  // Chunk k of two parts' 8 rows (pa's rows in the low half).
-  static __m256i Chunk(const Part& pa, const Part& pb, int k) {
-    return _mm256_loadu2_m128i(reinterpret_cast<const __m128i*>(pb.quants + k * kChunkStride),
-                               reinterpret_cast<const __m128i*>(pa.quants + k * kChunkStride));
-  }
-  // Two parts' 8 rows as Q4Chunks (pa's rows in the low half).
-  static void LoadAt(const Part& pa, const Part& pb, Q4Chunks* out) {
-    out->scales = Scales(pa, pb);
-    for (int k = 0; k < 4; ++k) out->chunk[k] = Chunk(pa, pb, k);
+  // Two groups' 8 rows as Q4Chunks (ga's rows in the low half).
+  static void LoadAt(const uint8_t* ga, const uint8_t* gb, Q4Chunks* out) {
+    out->scales = Scales(ga, gb);
+    for (int k = 0; k < 4; ++k) out->chunk[k] = Chunk(ga, gb, k);
   }
   static void Load(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t row_b, int64_t b, Q4Chunks* out) {
     LoadAt(Group(data, blocks, row_a, b), Group(data, blocks, row_b, b), out);
@@ -345,7 +321,6 @@ struct Q4Tiles {
 
 // Plain rows are brought into the same arrangement with a 4x4 transpose of 32-bit chunks.
 struct Q4Rows {
-  static constexpr bool kTiled = false;
   static constexpr int kMcaId = 23;
   static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
@@ -632,10 +607,9 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
 // Measured with --backend avx2 on the Zen 5, paired in one process: the sweep 7% faster at two
 // threads while the machine was busy, 7% slower while it was not; FasterPath picks as it runs.
 constexpr int kQ4DecodeStreams = 2;
-template <typename Tiles>
 FasterPath q4_decode_order;  // which prefetch order is faster lately
 
-template <typename Tiles, int G, bool kSweep>
+template <int G, bool kSweep>
 inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* rows, const BlockQ8_0* a,
                            const int32_t* offset, const float* a_scale, __m256* acc) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
@@ -658,11 +632,14 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
         const char* next = reinterpret_cast<const char*>(data + (rows[g] + 8 * G) * blocks * 18);
         for (int64_t at = (b * 144) & ~int64_t{63}; at < (b + 1) * 144; at += 64) _mm_prefetch(next + at, _MM_HINT_T0);
       } else {
-        for (int64_t row = rows[g] + 8 * G; row < rows[g] + 8 * G + 8; row += 4)
-          Tiles::PrefetchPart(data, blocks, row, b);
+        for (int64_t row = rows[g] + 8 * G; row < rows[g] + 8 * G + 8; row += 4) {
+          const char* next = reinterpret_cast<const char*>(Q4Tiles::At(data, blocks, row, b));
+          _mm_prefetch(next, _MM_HINT_T0);
+          _mm_prefetch(next + 71, _MM_HINT_T0);
+        }
       }
       Q4Chunks w;
-      Tiles::LoadAt(Tiles::At(data, blocks, rows[g], b), Tiles::At(data, blocks, rows[g] + 4, b), &w);
+      Q4Tiles::LoadAt(Q4Tiles::At(data, blocks, rows[g], b), Q4Tiles::At(data, blocks, rows[g] + 4, b), &w);
       __m256i lo, hi;
       SplitNibbles(w.chunk[0], nibble, &lo, &hi);
       __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo[0]), _mm256_maddubs_epi16(hi, a_hi[0]));
@@ -706,12 +683,11 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
                                             scales, y, y_stride);
       }
     }
-    if constexpr (Tiles::kTiled) {
+    if constexpr (std::is_same_v<Tiles, Q4Tiles>) {
       if (c1 - c0 == 1) {
         constexpr int G = kQ4DecodeStreams;
         const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
-        FasterPath& decode_order = q4_decode_order<Tiles>;  // one per layout: their streams differ
-        const FasterPath::Choice choice = decode_order.Pick(NowNanoseconds());
+        const FasterPath::Choice choice = q4_decode_order.Pick(NowNanoseconds());
         const auto* data = static_cast<const uint8_t*>(w.data);
         for (int64_t i = 0; i < part; ++i) {
           int64_t rows[G];
@@ -721,14 +697,14 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
             acc[g] = _mm256_setzero_ps();
           }
           if (choice.path == 0) {
-            Q4DecodeGroups<Tiles, G, false>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
+            Q4DecodeGroups<G, false>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
           } else {
-            Q4DecodeGroups<Tiles, G, true>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
+            Q4DecodeGroups<G, true>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
           }
           for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + c0 * y_stride + rows[g], acc[g]);
         }
         if (choice.timed)
-          decode_order.Report(choice, NowNanoseconds(), static_cast<uint64_t>(part * G * 8 * blocks * 18));
+          q4_decode_order.Report(choice, NowNanoseconds(), static_cast<uint64_t>(part * G * 8 * blocks * 18));
         r0 += 8 * G * part;
       }
     }
@@ -974,8 +950,7 @@ void F32ToF16(const float* x, uint16_t* out, int64_t n) {
 
 bool Accepts(DType dtype, Layout layout) {
   if (layout == Layout::kPlain) return true;
-  if (dtype == DType::kQ4_0) return layout == Layout::kQ4_0x4 || layout == Layout::kQ4_0x16;
-  return layout == Layout::kQ8_0x8 && dtype == DType::kQ8_0;
+  return (layout == Layout::kQ4_0x4 && dtype == DType::kQ4_0) || (layout == Layout::kQ8_0x8 && dtype == DType::kQ8_0);
 }
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
@@ -985,14 +960,8 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
       return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
       if (w.layout == Layout::kQ4_0x4) {
-        if (w.columns >= 32 && w.columns / 32 <= kOffsetBudget)
-          return MatmulQ4_0x4<Q4Tiles<4>>(w, x, y, y_stride, row_begin, row_end);
-        return MatmulQuantized<TiledQ4_0<4>>(w, x, y, y_stride, row_begin, row_end);
-      }
-      if (w.layout == Layout::kQ4_0x16) {
-        if (w.columns >= 32 && w.columns / 32 <= kOffsetBudget)
-          return MatmulQ4_0x4<Q4Tiles<16>>(w, x, y, y_stride, row_begin, row_end);
-        return MatmulQuantized<TiledQ4_0<16>>(w, x, y, y_stride, row_begin, row_end);
+        if (w.columns >= 32 && w.columns / 32 <= kOffsetBudget) return MatmulQ4_0x4<Q4Tiles>(w, x, y, y_stride, row_begin, row_end);
+        return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
       }
       // Whole 4-row groups through the shared kernel; a remainder of 1-3 rows the general way.
       if (w.columns >= 32 && w.columns / 32 <= kOffsetBudget) {

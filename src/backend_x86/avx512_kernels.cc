@@ -171,30 +171,6 @@ struct TiledQ4_0x4 {
   }
 };
 
-// q4_0x16: the group is the WeightBlock's order already (docs/vqf.md): 16 scales, then chunk k of
-// the 16 rows in 64 bytes. One scale load and four vector loads, nothing to rearrange. A tile is
-// always 16 whole rows (the layout needs a multiple of 16), so rows past n_rows are real rows of
-// the matrix whose lanes are never stored.
-struct TiledQ4_0x16 {
-  static constexpr int kMcaId = 37;  // scripts/llvm-mca-x86.sh
-  static constexpr int32_t kZeroPoint = 8;
-  static constexpr int kRowBlockBytes = 18;
-  static constexpr bool kTiled = true;
-  static constexpr int64_t kGroupBytes = kRows * 18;
-  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int /*n_rows*/, int64_t b) {
-    const uint8_t* group = data + ((r0 / kRows) * blocks + b) * kGroupBytes;
-    for (int64_t at = 0; at < kGroupBytes; at += 64) PrefetchLine(group + at);
-    PrefetchLine(group + kGroupBytes - 1);  // 288 bytes span at most 6 lines
-  }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int /*n_rows*/, int64_t b, WeightBlock* out) {
-    const uint8_t* group = data + ((r0 / kRows) * blocks + b) * kGroupBytes;
-    out->scale = HalvesToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(group)));
-    __m512i chunk[4];
-    for (int k = 0; k < 4; ++k) chunk[k] = _mm512_loadu_si512(group + 32 + 64 * k);
-    SplitNibbles(chunk, out);
-  }
-};
-
 // Plain Q4_0: quad[r3 r2] has rows 4q..4q+3 in its 128-bit lanes, lane (r1 r0 k1 k0); then
 // half[k1 r2] lane (r3 r1 r0 k0); then chunk[k1 k0] lane (r3 r2 r1 r0).
 constexpr LaneIndex kQ4Step1[2] = {
@@ -650,7 +626,6 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
       return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
       if (w.layout == Layout::kQ4_0x4) return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
-      if (w.layout == Layout::kQ4_0x16) return MatmulQuantized<TiledQ4_0x16>(w, x, y, y_stride, row_begin, row_end);
       return MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kF32:
     case DType::kF16:

@@ -19,13 +19,9 @@ TensorEncoding ChooseEncoding(const SourceTensor& tensor, const ConvertOptions& 
   }
   if (options.layout != LayoutChoice::kPlain) {
     const bool asked = options.layout == LayoutChoice::kTiled;
-    // Q4_0 takes 16-row tiles where the rows fill them (what AVX-512 VNNI reads with no
-    // rearranging; bench/README.md), else 4-row ones.
-    const Layout tiled =
-        e.dtype == DType::kQ4_0
-            ? (tensor.rows() % LayoutTileRows(Layout::kQ4_0x16) == 0 ? Layout::kQ4_0x16 : Layout::kQ4_0x4)
-        : e.dtype == DType::kQ8_0 ? Layout::kQ8_0x8
-                                  : Layout::kPlain;
+    const Layout tiled = e.dtype == DType::kQ4_0 ? Layout::kQ4_0x4
+                         : e.dtype == DType::kQ8_0 ? Layout::kQ8_0x8
+                                                   : Layout::kPlain;
     if (tiled == Layout::kPlain) {
       if (asked && e.reason.empty()) e.reason = absl::StrCat(DTypeName(e.dtype), " has no tiled layout: plain");
     } else if (tensor.rows() % LayoutTileRows(tiled) != 0) {

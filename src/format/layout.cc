@@ -12,8 +12,6 @@ const char* LayoutName(Layout l) {
     case Layout::kPlain: return "plain";
     case Layout::kQ4_0x4: return "q4_0x4";
     case Layout::kQ8_0x8: return "q8_0x8";
-    case Layout::kQ4_0x16:
-      return "q4_0x16";
   }
   return "unknown";
 }
@@ -32,8 +30,6 @@ int LayoutTileRows(Layout l) {
     case Layout::kPlain: return 1;
     case Layout::kQ4_0x4: return 4;
     case Layout::kQ8_0x8: return 8;
-    case Layout::kQ4_0x16:
-      return 16;
   }
   return 1;
 }
@@ -43,8 +39,6 @@ int LayoutChunkBytes(Layout l) {
     case Layout::kPlain: return 0;
     case Layout::kQ4_0x4: return 4;  // 4 bytes = 8 nibbles: one sdot lane group per row
     case Layout::kQ8_0x8: return 8;  // 8 bytes per row per chunk: two sdot lanes
-    case Layout::kQ4_0x16:
-      return 4;  // chunk k of 16 rows is one 64-byte VPDPBUSD operand
   }
   return 0;
 }
@@ -54,8 +48,6 @@ std::optional<DType> LayoutRequiredDType(Layout l) {
     case Layout::kPlain: return std::nullopt;
     case Layout::kQ4_0x4: return DType::kQ4_0;
     case Layout::kQ8_0x8: return DType::kQ8_0;
-    case Layout::kQ4_0x16:
-      return DType::kQ4_0;
   }
   return std::nullopt;
 }

@@ -11,9 +11,8 @@ enum class Layout : uint32_t {
   kPlain = 0,    // row-major; each row is a run of blocks
   kQ4_0x4 = 1,   // Q4_0, 4 rows interleaved per tile (docs/vqf.md)
   kQ8_0x8 = 2,   // Q8_0, 8 rows interleaved per tile (docs/vqf.md)
-  kQ4_0x16 = 3,  // Q4_0, 16 rows interleaved per tile (docs/vqf.md)
 };
-inline constexpr uint32_t kLayoutCount = 4;
+inline constexpr uint32_t kLayoutCount = 3;
 
 // Header bitfield: bit (1 << layout) is set when any tensor uses that layout.
 inline constexpr uint32_t LayoutFlag(Layout l) { return 1u << static_cast<uint32_t>(l); }

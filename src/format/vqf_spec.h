@@ -7,7 +7,7 @@ namespace kestrel::vqf {
 
 inline constexpr char kMagic[8] = {'K', 'E', 'S', 'T', 'R', 'V', 'Q', 'F'};
 inline constexpr uint32_t kVersionMajor = 1;  // readers refuse any other major version
-inline constexpr uint32_t kVersionMinor = 1;  // readers accept any minor version (additions only)
+inline constexpr uint32_t kVersionMinor = 0;  // readers accept any minor version (additions only)
 inline constexpr uint32_t kHeaderBytes = 64;
 
 inline constexpr uint64_t kTensorAlignment = 64;   // every tensor's data offset
