@@ -3,9 +3,9 @@
 // process moves by +-10% from one minute to the next, so separate runs of each file compare
 // moments as much as files; alternating in one process puts both under the same conditions and the
 // per-round ratio cancels what drifts slowly. What it cannot cancel is where each file's weights
-// landed in memory: on the Zen 5 the file loaded second (-b) ran 5-6% faster in some pairs of runs
-// (bench/README.md, seventh session), so compare files with both orders, -a X -b Y and -a Y -b X,
-// and take the square root of the ratio of the two medians.
+// landed in memory: on the Zen 5, at times, the same file loaded second (-b) decoded 8-10% faster
+// than loaded first (bench/README.md, seventh session), so compare files with both orders, -a X -b Y
+// and -a Y -b X, and take the square root of the ratio of the two medians.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
