@@ -158,18 +158,24 @@ void BenchRope(benchmark::State& state, const Backend* b) {
 }
 
 // A group of 2 query heads over one KV head (Qwen3-1.7B: 16 query heads, 8 KV heads, head dim 128),
-// keys and values contiguous as the session stores them.
-void BenchAttention(benchmark::State& state, const Backend* b, int64_t positions) {
+// keys and values contiguous as the session stores them: f32, or f16 (the session's default cache).
+// The rows stay in cache here, so the case is the kernel's arithmetic; `streamed` (decode's hint,
+// which turns on prefetching) shows what the prefetch instructions cost when nothing is missed.
+void BenchAttention(benchmark::State& state, const Backend* b, DType kv, int64_t positions, bool streamed) {
   const int64_t head_dim = 128, heads = 2;
-  std::vector<float> q(heads * head_dim, 0.1f), k(positions * head_dim, 0.01f), v(positions * head_dim, 0.02f);
+  std::vector<float> q(heads * head_dim, 0.1f), kf(positions * head_dim, 0.01f), vf(positions * head_dim, 0.02f);
+  std::vector<uint16_t> kh(kf.size(), Fp32ToFp16(0.01f)), vh(vf.size(), Fp32ToFp16(0.02f));
+  const void* k = kv == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
+  const void* v = kv == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
   std::vector<float> scores(heads * positions), out(heads * head_dim);
   for (auto _ : state) {
-    b->kernels->attention(q.data(), heads, k.data(), v.data(), DType::kF32, head_dim, positions, head_dim, 11.3f,
-                          scores.data(), out.data());
+    b->kernels->attention(q.data(), heads, k, v, kv, head_dim, positions, head_dim, 11.3f, scores.data(), out.data(),
+                          streamed);
     benchmark::DoNotOptimize(out.data());
   }
+  const double row_bytes = static_cast<double>(head_dim) * (kv == DType::kF16 ? 2 : 4);
   state.counters["GB/s"] =
-      benchmark::Counter(state.iterations() * 2.0 * positions * head_dim * 4 / 1e9, benchmark::Counter::kIsRate);
+      benchmark::Counter(state.iterations() * 2.0 * positions * row_bytes / 1e9, benchmark::Counter::kIsRate);
 }
 
 void BenchSoftmaxSilu(benchmark::State& state, const Backend* b, int64_t n) {
@@ -249,10 +255,15 @@ void RegisterAll() {
     benchmark::RegisterBenchmark((prefix + "f32_to_f16/1024").c_str(), BenchF32ToF16, b, 1024);
     benchmark::RegisterBenchmark((prefix + "rope/16x128").c_str(), BenchRope, b)->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark((prefix + "silu_mul_softmax/6144").c_str(), BenchSoftmaxSilu, b, 6144);
-    for (int64_t positions : {64, 512, 4096}) {
-      benchmark::RegisterBenchmark((prefix + "attention_f32_2heads/" + std::to_string(positions)).c_str(), BenchAttention, b,
-                                   positions)
-          ->Unit(benchmark::kMicrosecond);
+    for (DType kv : {DType::kF32, DType::kF16}) {
+      for (int64_t positions : {64, 512, 4096}) {
+        for (bool streamed : {false, true}) {
+          const std::string name = prefix + "attention_" + (kv == DType::kF16 ? "f16" : "f32") + "_2heads/" +
+                                   std::to_string(positions) + (streamed ? "/streamed" : "");
+          benchmark::RegisterBenchmark(name.c_str(), BenchAttention, b, kv, positions, streamed)
+              ->Unit(benchmark::kMicrosecond);
+        }
+      }
     }
   }
 }

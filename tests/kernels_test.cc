@@ -332,10 +332,15 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
         const void* kp = kv == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
         const void* vp = kv == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
         std::vector<float> scores(static_cast<size_t>(heads * positions)), a(heads * head_dim), e(heads * head_dim);
-        k.attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), a.data());
-        ref.kernels->attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), e.data());
-        INFO("positions " << positions << ", head_dim " << head_dim << ", heads " << heads);
-        for (int64_t i = 0; i < heads * head_dim; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+        ref.kernels->attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), e.data(),
+                               false);
+        for (bool streamed : {false, true}) {  // with and without prefetching
+          k.attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), a.data(),
+                      streamed);
+          INFO("positions " << positions << ", head_dim " << head_dim << ", heads " << heads << ", streamed "
+                            << streamed);
+          for (int64_t i = 0; i < heads * head_dim; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+        }
       }
     }
   }
@@ -408,7 +413,7 @@ TEST_CASE("generic elementwise kernels compute what they document", "[kernels][g
   REQUIRE(i2[1] == Approx(std::sin(1.0f)));
   // Attention with one position returns that position's value row.
   std::vector<float> q = {1, 1}, kk = {0.5f, 0.5f}, vv = {7, 9}, scores(1), o(2);
-  k.attention(q.data(), 1, kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data());
+  k.attention(q.data(), 1, kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data(), false);
   REQUIRE(o[0] == 7.0f);
   REQUIRE(o[1] == 9.0f);
 }

@@ -57,9 +57,13 @@ struct KernelTable {
   // and out_h = out + h * head_dim: scores = q_h . k_t / score_divisor (sqrt(head_dim)); softmax;
   // out_h = sum_t p_t v_t. Taking the group at once lets a kernel read each key and value row from
   // memory once for all its heads. k and v rows are `kv_stride` elements apart, stored as f32 or
-  // f16 (kv_dtype); scores has room for n_heads * n_positions floats.
+  // f16 (kv_dtype); scores has room for n_heads * n_positions floats. `streamed`: the rows are read
+  // once, from memory (decode reads each layer's keys and values once per token), so a kernel may
+  // prefetch them; false when they are being reused from cache (prefill reads them for every
+  // token), where prefetching only costs instructions. It never changes the result.
   void (*attention)(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-                    int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
+                    int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
+                    bool streamed);
   // Reads one row of an embedding matrix as f32 (any dtype and layout the backend accepts).
   void (*embedding_row)(const MatrixView& w, int64_t row, float* out);
   // out[i] = x[i] as f16, rounded to nearest even, overflow to infinity, NaN kept NaN (as

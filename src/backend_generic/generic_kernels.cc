@@ -157,7 +157,8 @@ inline float LoadKv(const void* base, DType dtype, int64_t index) {
 }
 
 void attention__ref(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-                    int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
+                    int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
+                    bool /*streamed*/) {
   for (int64_t h = 0; h < n_heads; ++h) {
     const float* qh = q + h * head_dim;
     float* oh = out + h * head_dim;

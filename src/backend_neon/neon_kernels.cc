@@ -557,7 +557,8 @@ void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint
 }  // namespace
 
 void attention__neon(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
+                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
+                     bool /*streamed*/) {
   const auto* kb = static_cast<const uint8_t*>(k);
   const auto* vb = static_cast<const uint8_t*>(v);
   if (kv_dtype == DType::kF16) {

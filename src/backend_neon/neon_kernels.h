@@ -18,7 +18,8 @@ void rope__neon(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const 
 void softmax__neon(float* x, int64_t n);
 void silu_mul__neon(float* gate, const float* up, int64_t n);
 void attention__neon(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
+                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
+                     bool streamed);
 void embedding_row__neon(const MatrixView& w, int64_t row, float* out);
 void f32_to_f16__neon(const float* x, uint16_t* out, int64_t n);
 // What both ARM backends' matmuls read natively: F32/F16/BF16 plain, Q8_0 plain and q8_0x8,

@@ -1052,79 +1052,148 @@ namespace {
 // Positions of V each head of a group sums while they sit in L1 (64 rows of 128 f32 = 32 KB).
 constexpr int64_t kValueBlock = 64;
 
-// Scores four positions at a time, so four independent FMA chains share each load of q, and every
-// head of the group scores them while the four key rows are in L1. The weighted sum of V takes
-// positions in blocks that every head uses before the next block is read, with up to eight
-// accumulators (64 dimensions) per pass over a block; between blocks the sums wait in `out`, so
-// each output still adds its positions in order, as the reference does. One chain per head, as
-// before, left the FMA latency exposed (~3x slower), and a pass per head read the group's keys
-// and values from memory once per head.
+// Scores four positions at a time, so four independent FMA chains share each load of q, and heads
+// two at a time, so each key chunk is loaded (and, from f16, converted) once for both. The
+// weighted sum of V takes positions in blocks that every head uses before the next block is read;
+// two heads share each loaded value chunk over 32 dimensions (eight accumulators), a lone head
+// takes 64 dimensions. Between blocks the sums wait in `out`, so each output still adds its
+// positions in order, as the reference does. One chain per head left the FMA latency exposed (~3x
+// slower); a pass per head converted every f16 key and value once per head (bench/README.md).
+//
+// At long contexts the keys and values come from memory (every layer's cache is far larger than
+// the caches), each pass one sequential stream: keys are prefetched kAhead positions ahead and,
+// during the key pass, the same positions' values into L2, so both streams are in flight at once,
+// and the value pass prefetches kAhead positions ahead too. Without it the 32-dimension value
+// passes walk 64 rows a line at a time, which the hardware prefetcher follows poorly. Only when the
+// caller says the rows are streamed (decode): in cache (prefill) the prefetches cost 10-27%.
+constexpr int64_t kAhead = 16;
+
 template <typename Row>
-void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint8_t* v, int64_t row_bytes,
-                   int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
-  const int64_t vec_dim = head_dim / 8 * 8;
+struct KvRows {
+  const uint8_t* base;
+  int64_t row_bytes, head_dim, n_positions;
+  const uint8_t* At(int64_t p) const { return base + p * row_bytes; }
+  template <_mm_hint kHint>
+  void Prefetch(int64_t from, int64_t count) const {
+    const int64_t end = std::min(n_positions, from + count);
+    for (int64_t p = from; p < end; ++p) {
+      const char* row = reinterpret_cast<const char*>(At(p));
+      for (int64_t at = 0; at < head_dim * Row::kBytes; at += 64) _mm_prefetch(row + at, kHint);
+    }
+  }
+};
+
+// Scores of H (1 or 2) heads from q[0..H-1] into s[0..H-1].
+template <typename Row, int H>
+void ScoreHeads(const float* const* q, const KvRows<Row>& k, const KvRows<Row>& v, bool prefetch, float score_divisor,
+                float* const* s) {
+  const int64_t head_dim = k.head_dim, vec_dim = head_dim / 8 * 8;
   auto dot_tail = [&](const float* qh, const uint8_t* kt, float dot) {
     for (int64_t i = vec_dim; i < head_dim; ++i) dot += qh[i] * Row::Load1(kt, i);
     return dot;
   };
   int64_t t = 0;
-  for (; t + 4 <= n_positions; t += 4) {
-    const uint8_t* k0 = k + t * row_bytes;
-    const uint8_t *k1 = k0 + row_bytes, *k2 = k1 + row_bytes, *k3 = k2 + row_bytes;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      const float* qh = q + h * head_dim;
-      float* sh = scores + h * n_positions;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t i = 0; i < vec_dim; i += 8) {
-        const __m256 qi = _mm256_loadu_ps(qh + i);
-        a0 = _mm256_fmadd_ps(qi, Row::Load8(k0, i), a0);
-        a1 = _mm256_fmadd_ps(qi, Row::Load8(k1, i), a1);
-        a2 = _mm256_fmadd_ps(qi, Row::Load8(k2, i), a2);
-        a3 = _mm256_fmadd_ps(qi, Row::Load8(k3, i), a3);
+  for (; t + 4 <= k.n_positions; t += 4) {
+    if (prefetch) {
+      k.template Prefetch<_MM_HINT_T0>(t + kAhead, 4);
+      v.template Prefetch<_MM_HINT_T1>(t, 4);
+    }
+    const uint8_t* kt[4] = {k.At(t), k.At(t + 1), k.At(t + 2), k.At(t + 3)};
+    __m256 acc[H][4];
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < 4; ++j) acc[h][j] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < vec_dim; i += 8) {
+      __m256 kv[4];
+      for (int j = 0; j < 4; ++j) kv[j] = Row::Load8(kt[j], i);
+      for (int h = 0; h < H; ++h) {
+        const __m256 qi = _mm256_loadu_ps(q[h] + i);
+        for (int j = 0; j < 4; ++j) acc[h][j] = _mm256_fmadd_ps(qi, kv[j], acc[h][j]);
       }
-      sh[t] = dot_tail(qh, k0, HorizontalSum(a0)) / score_divisor;
-      sh[t + 1] = dot_tail(qh, k1, HorizontalSum(a1)) / score_divisor;
-      sh[t + 2] = dot_tail(qh, k2, HorizontalSum(a2)) / score_divisor;
-      sh[t + 3] = dot_tail(qh, k3, HorizontalSum(a3)) / score_divisor;
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < 4; ++j) s[h][t + j] = dot_tail(q[h], kt[j], HorizontalSum(acc[h][j])) / score_divisor;
     }
   }
-  for (; t < n_positions; ++t) {
-    const uint8_t* kt = k + t * row_bytes;
-    for (int64_t h = 0; h < n_heads; ++h) {
-      const float* qh = q + h * head_dim;
+  for (; t < k.n_positions; ++t) {
+    const uint8_t* kt = k.At(t);
+    for (int h = 0; h < H; ++h) {
       __m256 acc = _mm256_setzero_ps();
-      for (int64_t i = 0; i < vec_dim; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(qh + i), Row::Load8(kt, i), acc);
-      scores[h * n_positions + t] = dot_tail(qh, kt, HorizontalSum(acc)) / score_divisor;
+      for (int64_t i = 0; i < vec_dim; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q[h] + i), Row::Load8(kt, i), acc);
+      s[h][t] = dot_tail(q[h], kt, HorizontalSum(acc)) / score_divisor;
+    }
+  }
+}
+
+// out[h] (+)= sum over positions p0..p1-1 of s[h][p] * v[p], for H (1 or 2) heads; the sums start
+// from zero at p0 == 0 and continue from out after it.
+template <typename Row, int H>
+void WeighValues(const float* const* s, const KvRows<Row>& v, int64_t p0, int64_t p1, bool prefetch,
+                 float* const* out) {
+  const int64_t head_dim = v.head_dim, vec_dim = head_dim / 8 * 8;
+  constexpr int kChunks = 8 / H;  // 8-float chunks per pass: eight accumulators in all
+  int64_t i = 0;
+  for (; i + 8 * kChunks <= vec_dim; i += 8 * kChunks) {
+    __m256 acc[H][kChunks];
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < kChunks; ++j) acc[h][j] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out[h] + i + 8 * j);
+    }
+    for (int64_t p = p0; p < p1; ++p) {
+      if (prefetch && i == 0) v.template Prefetch<_MM_HINT_T0>(p + kAhead, 1);
+      const uint8_t* vt = v.At(p);
+      __m256 vv[kChunks];
+      for (int j = 0; j < kChunks; ++j) vv[j] = Row::Load8(vt, i + 8 * j);
+      for (int h = 0; h < H; ++h) {
+        const __m256 weight = _mm256_set1_ps(s[h][p]);
+        for (int j = 0; j < kChunks; ++j) acc[h][j] = _mm256_fmadd_ps(weight, vv[j], acc[h][j]);
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < kChunks; ++j) _mm256_storeu_ps(out[h] + i + 8 * j, acc[h][j]);
+    }
+  }
+  for (; i < vec_dim; i += 8) {
+    for (int h = 0; h < H; ++h) {
+      __m256 acc = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out[h] + i);
+      for (int64_t p = p0; p < p1; ++p) acc = _mm256_fmadd_ps(_mm256_set1_ps(s[h][p]), Row::Load8(v.At(p), i), acc);
+      _mm256_storeu_ps(out[h] + i, acc);
+    }
+  }
+  for (; i < head_dim; ++i) {
+    for (int h = 0; h < H; ++h) {
+      float acc = p0 == 0 ? 0.0f : out[h][i];
+      for (int64_t p = p0; p < p1; ++p) acc += s[h][p] * Row::Load1(v.At(p), i);
+      out[h][i] = acc;
+    }
+  }
+}
+
+template <typename Row>
+void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint8_t* v, int64_t row_bytes,
+                   int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
+                   bool streamed) {
+  const KvRows<Row> keys{k, row_bytes, head_dim, n_positions}, values{v, row_bytes, head_dim, n_positions};
+  // Only the first pass over the keys and values prefetches: later head pairs find them in cache.
+  const bool prefetch = streamed;
+  for (int64_t h = 0; h < n_heads; h += 2) {
+    const float* qh[2] = {q + h * head_dim, q + (h + 1) * head_dim};
+    float* sh[2] = {scores + h * n_positions, scores + (h + 1) * n_positions};
+    if (h + 1 < n_heads) {
+      ScoreHeads<Row, 2>(qh, keys, values, prefetch && h == 0, score_divisor, sh);
+    } else {
+      ScoreHeads<Row, 1>(qh, keys, values, prefetch && h == 0, score_divisor, sh);
     }
   }
   for (int64_t h = 0; h < n_heads; ++h) Softmax(scores + h * n_positions, n_positions);
   for (int64_t p0 = 0; p0 < n_positions; p0 += kValueBlock) {
     const int64_t p1 = std::min(n_positions, p0 + kValueBlock);
-    for (int64_t h = 0; h < n_heads; ++h) {
-      const float* sh = scores + h * n_positions;
-      float* oh = out + h * head_dim;
-      int64_t i = 0;
-      for (; i + 64 <= vec_dim; i += 64) {
-        __m256 acc[8];
-        for (int j = 0; j < 8; ++j) acc[j] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(oh + i + 8 * j);
-        for (int64_t p = p0; p < p1; ++p) {
-          const __m256 s = _mm256_set1_ps(sh[p]);
-          const uint8_t* vt = v + p * row_bytes;
-          for (int j = 0; j < 8; ++j) acc[j] = _mm256_fmadd_ps(s, Row::Load8(vt, i + 8 * j), acc[j]);
-        }
-        for (int j = 0; j < 8; ++j) _mm256_storeu_ps(oh + i + 8 * j, acc[j]);
-      }
-      for (; i < vec_dim; i += 8) {
-        __m256 acc = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(oh + i);
-        for (int64_t p = p0; p < p1; ++p) {
-          acc = _mm256_fmadd_ps(_mm256_set1_ps(sh[p]), Row::Load8(v + p * row_bytes, i), acc);
-        }
-        _mm256_storeu_ps(oh + i, acc);
-      }
-      for (; i < head_dim; ++i) {
-        float acc = p0 == 0 ? 0.0f : oh[i];
-        for (int64_t p = p0; p < p1; ++p) acc += sh[p] * Row::Load1(v + p * row_bytes, i);
-        oh[i] = acc;
+    for (int64_t h = 0; h < n_heads; h += 2) {
+      const float* sh[2] = {scores + h * n_positions, scores + (h + 1) * n_positions};
+      float* oh[2] = {out + h * head_dim, out + (h + 1) * head_dim};
+      if (h + 1 < n_heads) {
+        WeighValues<Row, 2>(sh, values, p0, p1, prefetch && h == 0, oh);
+      } else {
+        WeighValues<Row, 1>(sh, values, p0, p1, prefetch && h == 0, oh);
       }
     }
   }
@@ -1133,15 +1202,15 @@ void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint
 }  // namespace
 
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-               int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out) {
+               int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed) {
   const auto* kb = static_cast<const uint8_t*>(k);
   const auto* vb = static_cast<const uint8_t*>(v);
   if (kv_dtype == DType::kF16) {
     AttentionRows<F16Row>(q, n_heads, kb, vb, kv_stride * F16Row::kBytes, n_positions, head_dim, score_divisor, scores,
-                          out);
+                          out, streamed);
   } else {
     AttentionRows<F32Row>(q, n_heads, kb, vb, kv_stride * F32Row::kBytes, n_positions, head_dim, score_divisor, scores,
-                          out);
+                          out, streamed);
   }
 }
 

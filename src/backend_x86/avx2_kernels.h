@@ -14,7 +14,7 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float*
 void Softmax(float* x, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
-               int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out);
+               int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed);
 void F32ToF16(const float* x, uint16_t* out, int64_t n);
 // Whether Matmul reads this weight format natively.
 bool Accepts(DType dtype, Layout layout);

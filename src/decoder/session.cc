@@ -377,7 +377,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
         const int64_t first_head = int64_t{g} * group;
         k.attention(q_.data() + t * q_dim + first_head * hd, group, k_layer + kv_offset, v_layer + kv_offset,
                     options_.kv_dtype, hd, pos0 + t + 1, hd, score_divisor, scores,
-                    attn_.data() + t * q_dim + first_head * hd);
+                    attn_.data() + t * q_dim + first_head * hd, /*streamed=*/n == 1);
       }
     };
     Spread(int64_t{n} * c.n_heads * (pos0 + n) * hd * 2, attention_job);
