@@ -622,7 +622,7 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
   const uint8_t* tile[G];
   __m256 acc[G];
   for (int g = 0; g < G; ++g) {
-    tile[g] = data + rows[g] / 4 * tile_bytes;
+    tile[g] = Q4Tiles::At(data, blocks, rows[g], 0);
     acc[g] = acc_out[g];
   }
   for (int64_t b = 0; b < blocks; ++b) {
@@ -1173,15 +1173,14 @@ void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint
                    int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
                    bool streamed) {
   const KvRows<Row> keys{k, row_bytes, head_dim, n_positions}, values{v, row_bytes, head_dim, n_positions};
-  // Only the first pass over the keys and values prefetches: later head pairs find them in cache.
-  const bool prefetch = streamed;
+  // Only the first head pair's passes prefetch (when streamed): later pairs find the rows in cache.
   for (int64_t h = 0; h < n_heads; h += 2) {
     const float* qh[2] = {q + h * head_dim, q + (h + 1) * head_dim};
     float* sh[2] = {scores + h * n_positions, scores + (h + 1) * n_positions};
     if (h + 1 < n_heads) {
-      ScoreHeads<Row, 2>(qh, keys, values, prefetch && h == 0, score_divisor, sh);
+      ScoreHeads<Row, 2>(qh, keys, values, streamed && h == 0, score_divisor, sh);
     } else {
-      ScoreHeads<Row, 1>(qh, keys, values, prefetch && h == 0, score_divisor, sh);
+      ScoreHeads<Row, 1>(qh, keys, values, streamed && h == 0, score_divisor, sh);
     }
   }
   for (int64_t h = 0; h < n_heads; ++h) Softmax(scores + h * n_positions, n_positions);
@@ -1191,9 +1190,9 @@ void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint
       const float* sh[2] = {scores + h * n_positions, scores + (h + 1) * n_positions};
       float* oh[2] = {out + h * head_dim, out + (h + 1) * head_dim};
       if (h + 1 < n_heads) {
-        WeighValues<Row, 2>(sh, values, p0, p1, prefetch && h == 0, oh);
+        WeighValues<Row, 2>(sh, values, p0, p1, streamed && h == 0, oh);
       } else {
-        WeighValues<Row, 1>(sh, values, p0, p1, prefetch && h == 0, oh);
+        WeighValues<Row, 1>(sh, values, p0, p1, streamed && h == 0, oh);
       }
     }
   }
