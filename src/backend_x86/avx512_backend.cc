@@ -35,10 +35,11 @@ bool Supported() {
 }
 
 const KernelTable& Table() {
-  // Only the matmul has an AVX-512 version; the rest are the AVX2 kernels.
+  // The matmul and attention have AVX-512 versions; the rest are the AVX2 kernels.
   static const KernelTable table = [] {
     KernelTable t = *avx2::GetBackend().kernels;
     t.matmul = Matmul;
+    t.attention = Attention;
     return t;
   }();
   return table;

@@ -1,8 +1,9 @@
 // AVX-512 VNNI kernels: the quantized matmul (Q4_0 and Q8_0 weights, plain and tiled) with VPDPBUSD.
-// This is the only file compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni; it includes
-// nothing but the kernel types, intrinsics and a macro (llvm-mca markers), and keeps every helper in
-// an anonymous namespace, so no AVX-512 code can leak into shared inline functions. avx512_simde_kernels.cc compiles it
-// a second time for AVX2, with SIMDe emulating the AVX-512 intrinsics (a test-only backend).
+// With avx512_attention.cc, the only file compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni;
+// it includes nothing but the kernel types, intrinsics and a macro (llvm-mca markers), and keeps
+// every helper in an anonymous namespace, so no AVX-512 code can leak into shared inline functions.
+// avx512_simde_kernels.cc compiles it a second time for AVX2, with SIMDe emulating the AVX-512
+// intrinsics (a test-only backend).
 //
 // A zmm holds 16 weight rows, one per 32-bit lane. Each weight block (32 columns) of 16 rows is
 // rearranged into eight registers u[k] whose lane i holds the 4 bytes of row i that multiply
@@ -19,61 +20,18 @@
 // rearranges as it streams, two row groups at a time. Figures: bench/README.md.
 #include "backend_x86/avx512_kernels.h"
 
-#if defined(KESTREL_AVX512_VIA_SIMDE)
-#define SIMDE_ENABLE_NATIVE_ALIASES
-#include <simde/x86/avx512.h>
-#else
-// GCC 12's _mm512_undefined_ps() (inside _mm512_cvtph_ps and _mm512_cvtepi32_ps) trips
-// -Wmaybe-uninitialized, and at -O1 (the sanitized build) -Wuninitialized (GCC bug 105593, fixed
-// in 12.3); the warning is located in the header.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#endif
-
 #include <cstring>
 
 #include "backend/faster_path.h"
 #include "backend/mca_mark.h"
 #include "backend_x86/avx2_kernels.h"
-
-#if !defined(KESTREL_AVX512_NAMESPACE)
-#define KESTREL_AVX512_NAMESPACE avx512_vnni
-#endif
+#include "backend_x86/avx512_intrinsics.h"
 
 namespace kestrel::KESTREL_AVX512_NAMESPACE {
 namespace {
 
 constexpr int kRows = 16;      // weight rows per register, one per 32-bit lane
 constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
-// In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
-// once it was called from more than one place, and deleted the calls (every prefetch was gone from
-// the unit; decode ran 13-15% slower).
-inline void PrefetchLine(const uint8_t* p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
-
-// 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
-// SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit halves.
-inline __m512 HalvesToFloat(__m256i h) {
-#if defined(KESTREL_AVX512_VIA_SIMDE)
-  const __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
-  const __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-#else
-  return _mm512_cvtph_ps(h);
-#endif
-}
-
-inline __m512 IntToFloat(__m512i v) {
-#if defined(KESTREL_AVX512_VIA_SIMDE)
-  const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(v));
-  const __m256 hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1));
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
-#else
-  return _mm512_cvtepi32_ps(v);
-#endif
-}
 
 // Four activation bytes in every 32-bit lane.
 inline __m512i Broadcast4(const int8_t* bytes) {

@@ -20,6 +20,7 @@ const KernelTable& Table() {
   static const KernelTable table = [] {
     KernelTable t = *avx2::GetBackend().kernels;
     t.matmul = Matmul;
+    t.attention = Attention;
     return t;
   }();
   return table;

@@ -1,0 +1,221 @@
+// AVX-512 attention over the KV cache (the KernelTable's `attention`, backend/kernels.h). Compiled
+// with the AVX-512 flags; avx512_simde_attention.cc compiles it again for AVX2 with SIMDe (tests).
+//
+// The AVX2 kernel's algorithm (avx2_kernels.cc) on 16-float vectors, which on a CPU with full-width
+// AVX-512 halves the instructions per key and value: from cache the AVX2 kernel converted f16 rows
+// at ~30 GB/s, so at long contexts decode attention ran at half the weights' streaming rate
+// (bench/README.md). Differences that the wider vectors allow:
+// - Scores: eight dot products at a time (four positions for two heads, or eight for one), reduced
+//   together into one vector by a transposing tree, not one horizontal sum each.
+// - Values: both heads of a pair keep all of a 128-dimension head in sixteen accumulators, so each
+//   value row is read once, in one sequential pass (the AVX2 kernel needs four 32-dimension passes).
+// Head sizes that are not a multiple of 16 go to the AVX2 kernel. Sums are in a different order
+// from the reference's: the conformance tests hold it to the float tolerance, like the AVX2 kernel.
+#include <algorithm>
+#include <cstdint>
+
+#include "backend_x86/avx2_kernels.h"
+#include "backend_x86/avx512_intrinsics.h"
+#include "backend_x86/avx512_kernels.h"
+
+namespace kestrel::KESTREL_AVX512_NAMESPACE {
+namespace {
+
+// Positions of V every head of a group sums while they sit in L1 (64 rows of 128 f32 = 32 KB).
+constexpr int64_t kValueBlock = 64;
+// At decode (`streamed`), how many positions ahead keys and values are prefetched: each layer's
+// cache is read once per token from memory, and each pass is one sequential stream. Unlike the AVX2
+// kernel, the key pass does not also prefetch values into L2: the value pass reads each row once,
+// and in the kernels bench from memory that prefetch made decode attention ~25% slower (16-48
+// positions ahead read alike; bench/README.md).
+constexpr int64_t kAhead = 16;
+
+struct F16Row {
+  static __m512 Load16(const uint8_t* row, int64_t c) {
+    return HalvesToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 2)));
+  }
+  static constexpr int kBytes = 2;
+};
+struct F32Row {
+  static __m512 Load16(const uint8_t* row, int64_t c) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  }
+  static constexpr int kBytes = 4;
+};
+
+template <typename Row>
+struct KvRows {
+  const uint8_t* base;
+  int64_t row_bytes, head_dim, n_positions;
+  const uint8_t* At(int64_t p) const { return base + p * row_bytes; }
+  // Rows from..from+count-1 (those that exist) into L1.
+  void Prefetch(int64_t from, int64_t count) const {
+    const int64_t end = std::min(n_positions, from + count);
+    for (int64_t p = from; p < end; ++p) {
+      for (int64_t at = 0; at < head_dim * Row::kBytes; at += 64) PrefetchLine(At(p) + at);
+    }
+  }
+};
+
+// Element j of the result is the sum of the 16 elements of a[j]. Each step adds halves of two
+// registers packed side by side: 128-bit lanes, then lanes again, then within lanes; then one
+// permutation puts the sums in order.
+inline __m256 Sum8(const __m512 (&a)[8]) {
+  __m512 x[4];
+  for (int i = 0; i < 4; ++i) {  // lanes 0-1: a[2i]'s two halves added, lanes 2-3: a[2i + 1]'s
+    x[i] = _mm512_add_ps(ShuffleLanes<_MM_SHUFFLE(1, 0, 1, 0)>(a[2 * i], a[2 * i + 1]),
+                         ShuffleLanes<_MM_SHUFFLE(3, 2, 3, 2)>(a[2 * i], a[2 * i + 1]));
+  }
+  // Lane L of y[0] holds four partial sums of a[L], of y[1] those of a[4 + L].
+  const __m512 y[2] = {
+      _mm512_add_ps(ShuffleLanes<_MM_SHUFFLE(2, 0, 2, 0)>(x[0], x[1]),
+                    ShuffleLanes<_MM_SHUFFLE(3, 1, 3, 1)>(x[0], x[1])),
+      _mm512_add_ps(ShuffleLanes<_MM_SHUFFLE(2, 0, 2, 0)>(x[2], x[3]),
+                    ShuffleLanes<_MM_SHUFFLE(3, 1, 3, 1)>(x[2], x[3])),
+  };
+  // Within lane L: two partials of a[L] and two of a[4 + L], then elements 0 and 1 the sums.
+  const __m512 z = _mm512_add_ps(_mm512_unpacklo_ps(y[0], y[1]), _mm512_unpackhi_ps(y[0], y[1]));
+  const __m512 w = _mm512_add_ps(z, _mm512_shuffle_ps(z, z, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, w));
+}
+
+inline float Sum16(__m512 a) {
+  const __m256 h =
+      _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(ShuffleLanes<_MM_SHUFFLE(3, 2, 3, 2)>(a, a)));
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
+// Scores of H (1 or 2) heads from q[0..H-1] into s[0..H-1]; head_dim a multiple of 16. 8 / H
+// positions a step, so eight FMA chains share each load of q and, with two heads, each key chunk is
+// loaded and converted once for both.
+template <typename Row, int H>
+void ScoreHeads(const float* const* q, const KvRows<Row>& k, bool prefetch, float score_divisor, float* const* s) {
+  constexpr int P = 8 / H;
+  const int64_t head_dim = k.head_dim;
+  const __m256 divisor = _mm256_set1_ps(score_divisor);
+  int64_t t = 0;
+  for (; t + P <= k.n_positions; t += P) {
+    if (prefetch) k.Prefetch(t + kAhead, P);
+    const uint8_t* kt[P];
+    for (int j = 0; j < P; ++j) kt[j] = k.At(t + j);
+    __m512 acc[8];
+    for (auto& a : acc) a = _mm512_setzero_ps();
+    for (int64_t i = 0; i < head_dim; i += 16) {
+      __m512 kv[P];
+      for (int j = 0; j < P; ++j) kv[j] = Row::Load16(kt[j], i);
+      for (int h = 0; h < H; ++h) {
+        const __m512 qi = _mm512_loadu_ps(q[h] + i);
+        for (int j = 0; j < P; ++j) acc[h * P + j] = _mm512_fmadd_ps(qi, kv[j], acc[h * P + j]);
+      }
+    }
+    const __m256 dots = _mm256_div_ps(Sum8(acc), divisor);
+    if constexpr (H == 1) {
+      _mm256_storeu_ps(s[0] + t, dots);
+    } else {
+      _mm_storeu_ps(s[0] + t, _mm256_castps256_ps128(dots));
+      _mm_storeu_ps(s[1] + t, _mm256_extractf128_ps(dots, 1));
+    }
+  }
+  for (; t < k.n_positions; ++t) {
+    const uint8_t* kt = k.At(t);
+    for (int h = 0; h < H; ++h) {
+      __m512 acc = _mm512_setzero_ps();
+      for (int64_t i = 0; i < head_dim; i += 16)
+        acc = _mm512_fmadd_ps(_mm512_loadu_ps(q[h] + i), Row::Load16(kt, i), acc);
+      s[h][t] = Sum16(acc) / score_divisor;
+    }
+  }
+}
+
+// out[h] (+)= sum over positions p0..p1-1 of s[h][p] * v[p], for H (1 or 2) heads; the sums start
+// from zero at p0 == 0 and continue from out after it. Passes of up to 16 / H chunks of 16
+// dimensions (sixteen accumulators), so a head of up to 128 dimensions takes one pass.
+template <typename Row, int H>
+void WeighValues(const float* const* s, const KvRows<Row>& v, int64_t p0, int64_t p1, bool prefetch,
+                 float* const* out) {
+  constexpr int kChunks = 16 / H;
+  const int64_t head_dim = v.head_dim;
+  for (int64_t i = 0; i < head_dim; i += 16 * kChunks) {
+    // Chunks in this pass; the loops below run to kChunks so that they unroll and the accumulators
+    // stay in registers, skipping the chunks past nc (the branch goes the same way every time).
+    const int64_t nc = std::min<int64_t>(kChunks, (head_dim - i) / 16);
+    __m512 acc[H][kChunks];
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < kChunks; ++j) {
+        acc[h][j] = p0 == 0 || j >= nc ? _mm512_setzero_ps() : _mm512_loadu_ps(out[h] + i + 16 * j);
+      }
+    }
+    for (int64_t p = p0; p < p1; ++p) {
+      if (prefetch && i == 0) v.Prefetch(p + kAhead, 1);
+      const uint8_t* vt = v.At(p);
+      __m512 weight[H];
+      for (int h = 0; h < H; ++h) weight[h] = _mm512_set1_ps(s[h][p]);
+      for (int j = 0; j < kChunks; ++j) {
+        if (j < nc) {
+          const __m512 vv = Row::Load16(vt, i + 16 * j);
+          for (int h = 0; h < H; ++h) acc[h][j] = _mm512_fmadd_ps(weight[h], vv, acc[h][j]);
+        }
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int j = 0; j < kChunks; ++j) {
+        if (j < nc) _mm512_storeu_ps(out[h] + i + 16 * j, acc[h][j]);
+      }
+    }
+  }
+}
+
+template <typename Row>
+void AttentionRows(const float* q, int64_t n_heads, const uint8_t* k, const uint8_t* v, int64_t row_bytes,
+                   int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
+                   bool streamed) {
+  const KvRows<Row> keys{k, row_bytes, head_dim, n_positions}, values{v, row_bytes, head_dim, n_positions};
+  // Only the first head pair's passes prefetch (when streamed): later pairs find the rows in cache.
+  for (int64_t h = 0; h < n_heads; h += 2) {
+    const float* qh[2] = {q + h * head_dim, q + (h + 1) * head_dim};
+    float* sh[2] = {scores + h * n_positions, scores + (h + 1) * n_positions};
+    if (h + 1 < n_heads) {
+      ScoreHeads<Row, 2>(qh, keys, streamed && h == 0, score_divisor, sh);
+    } else {
+      ScoreHeads<Row, 1>(qh, keys, streamed && h == 0, score_divisor, sh);
+    }
+  }
+  for (int64_t h = 0; h < n_heads; ++h) avx2::Softmax(scores + h * n_positions, n_positions);
+  for (int64_t p0 = 0; p0 < n_positions; p0 += kValueBlock) {
+    const int64_t p1 = std::min(n_positions, p0 + kValueBlock);
+    for (int64_t h = 0; h < n_heads; h += 2) {
+      const float* sh[2] = {scores + h * n_positions, scores + (h + 1) * n_positions};
+      float* oh[2] = {out + h * head_dim, out + (h + 1) * head_dim};
+      if (h + 1 < n_heads) {
+        WeighValues<Row, 2>(sh, values, p0, p1, streamed && h == 0, oh);
+      } else {
+        WeighValues<Row, 1>(sh, values, p0, p1, streamed && h == 0, oh);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
+               int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed) {
+  if (head_dim % 16 != 0 || (kv_dtype != DType::kF16 && kv_dtype != DType::kF32)) {
+    return avx2::Attention(q, n_heads, k, v, kv_dtype, kv_stride, n_positions, head_dim, score_divisor, scores, out,
+                           streamed);
+  }
+  const auto* kb = static_cast<const uint8_t*>(k);
+  const auto* vb = static_cast<const uint8_t*>(v);
+  if (kv_dtype == DType::kF16) {
+    AttentionRows<F16Row>(q, n_heads, kb, vb, kv_stride * F16Row::kBytes, n_positions, head_dim, score_divisor, scores,
+                          out, streamed);
+  } else {
+    AttentionRows<F32Row>(q, n_heads, kb, vb, kv_stride * F32Row::kBytes, n_positions, head_dim, score_divisor, scores,
+                          out, streamed);
+  }
+}
+
+}  // namespace kestrel::KESTREL_AVX512_NAMESPACE

@@ -1,0 +1,71 @@
+// What every AVX-512 kernel unit starts with: the intrinsics (native, or emulated by SIMDe for the
+// test-only AVX2 build of the same sources), the namespace the unit's code goes in, and conversions
+// that SIMDe 0.7.4 lacks in their 512-bit forms. Include it only from units compiled with the
+// AVX-512 flags or from their SIMDe twins. The helpers sit in an anonymous namespace inside that
+// unit's own namespace, so no AVX-512 code can become a shared inline function that another unit's
+// callers might get.
+#pragma once
+
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+#define SIMDE_ENABLE_NATIVE_ALIASES
+#include <simde/x86/avx512.h>
+#else
+// GCC 12's _mm512_undefined_ps() (inside _mm512_cvtph_ps and _mm512_cvtepi32_ps) trips
+// -Wmaybe-uninitialized, and at -O1 (the sanitized build) -Wuninitialized (GCC bug 105593, fixed
+// in 12.3); the warning is located in the header.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+
+#if !defined(KESTREL_AVX512_NAMESPACE)
+#define KESTREL_AVX512_NAMESPACE avx512_vnni
+#endif
+
+namespace kestrel::KESTREL_AVX512_NAMESPACE {
+namespace {
+
+// In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
+// once it was called from more than one place, and deleted the calls (every prefetch was gone from
+// the unit; decode ran 13-15% slower).
+inline void PrefetchLine(const uint8_t* p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
+
+// 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
+// SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit halves.
+inline __m512 HalvesToFloat(__m256i h) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  const __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+  const __m256 hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+#else
+  return _mm512_cvtph_ps(h);
+#endif
+}
+
+inline __m512 IntToFloat(__m512i v) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  const __m256 lo = _mm256_cvtepi32_ps(_mm512_castsi512_si256(v));
+  const __m256 hi = _mm256_cvtepi32_ps(_mm512_extracti64x4_epi64(v, 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+#else
+  return _mm512_cvtepi32_ps(v);
+#endif
+}
+
+// _mm512_shuffle_f32x4 (128-bit lanes of a, then of b, chosen by kImm), which SIMDe 0.7.4 provides
+// without its native alias.
+template <int kImm>
+inline __m512 ShuffleLanes(__m512 a, __m512 b) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  return simde_mm512_shuffle_f32x4(a, b, kImm);
+#else
+  return _mm512_shuffle_f32x4(a, b, kImm);
+#endif
+}
+
+}  // namespace
+}  // namespace kestrel::KESTREL_AVX512_NAMESPACE
