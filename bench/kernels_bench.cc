@@ -178,6 +178,30 @@ void BenchAttention(benchmark::State& state, const Backend* b, DType kv, int64_t
       benchmark::Counter(state.iterations() * 2.0 * positions * row_bytes / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A prompt's case: two consecutive tokens over the same cached rows (the second sees one more),
+// through attention_tokens where the backend has it, else two `attention` calls as the session
+// would make. GB/s counts each token's reads, so it compares with the one-token case above.
+void BenchAttentionTwoTokens(benchmark::State& state, const Backend* b, int64_t positions) {
+  const int64_t head_dim = 128, heads = 2;
+  std::vector<float> q(2 * heads * head_dim, 0.1f), scores(2 * heads * positions), out(2 * heads * head_dim);
+  std::vector<uint16_t> kh(positions * head_dim, Fp32ToFp16(0.01f)), vh(kh.size(), Fp32ToFp16(0.02f));
+  const int64_t width = heads * head_dim;
+  for (auto _ : state) {
+    if (b->kernels->attention_tokens != nullptr) {
+      b->kernels->attention_tokens(q.data(), width, 2, heads, kh.data(), vh.data(), DType::kF16, head_dim, positions,
+                                   head_dim, 11.3f, scores.data(), out.data(), width);
+    } else {
+      for (int64_t j = 0; j < 2; ++j) {
+        b->kernels->attention(q.data() + j * width, heads, kh.data(), vh.data(), DType::kF16, head_dim,
+                              positions - 1 + j, head_dim, 11.3f, scores.data(), out.data() + j * width, false);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(state.iterations() * 2.0 * (2 * positions - 1) * head_dim * 2 / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+
 // Decode's case: the keys and values come from memory. 2048 positions of one f16 KV head (1 MB of
 // keys and values), as many copies as fill 256 MB on huge pages (the session's cache is on them),
 // each call taking the next copy, so the rows are never in cache (a Qwen3-1.7B decode at depth 2048
@@ -295,6 +319,11 @@ void RegisterAll() {
               ->Unit(benchmark::kMicrosecond);
         }
       }
+    }
+    for (int64_t positions : {512, 4096}) {
+      benchmark::RegisterBenchmark((prefix + "attention_f16_2heads_2tokens/" + std::to_string(positions)).c_str(),
+                                   BenchAttentionTwoTokens, b, positions)
+          ->Unit(benchmark::kMicrosecond);
     }
     for (bool streamed : {false, true}) {
       benchmark::RegisterBenchmark(

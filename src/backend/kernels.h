@@ -64,6 +64,16 @@ struct KernelTable {
   void (*attention)(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                     int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out,
                     bool streamed);
+  // Optional (nullptr: callers call `attention` once per token). `attention` for n_tokens
+  // consecutive tokens of a prompt, the rows all in the cache already: token j (0..n_tokens-1) has
+  // its n_heads query heads at q + j * q_stride, attends positions 0..n_positions - n_tokens + j
+  // (the last token all n_positions), and writes out + j * out_stride. Taking tokens together lets
+  // a kernel use each loaded key and value row for several tokens (prefill reads the cache once per
+  // token). Each token's result is what `attention` gives, within float rounding. scores has room
+  // for 2 * n_heads * n_positions floats.
+  void (*attention_tokens)(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_heads, const void* k,
+                           const void* v, DType kv_dtype, int64_t kv_stride, int64_t n_positions, int64_t head_dim,
+                           float score_divisor, float* scores, float* out, int64_t out_stride);
   // Reads one row of an embedding matrix as f32 (any dtype and layout the backend accepts).
   void (*embedding_row)(const MatrixView& w, int64_t row, float* out);
   // out[i] = x[i] as f16, rounded to nearest even, overflow to infinity, NaN kept NaN (as

@@ -189,8 +189,16 @@ void f32_to_f16__ref(const float* x, uint16_t* out, int64_t n) {
 }
 
 constexpr KernelTable kKernels = {
-    quantize_q8_0__ref, matmul__ref, rmsnorm__ref, rope__ref, softmax__ref, silu_mul__ref, attention__ref,
-    embedding_row__ref, f32_to_f16__ref,
+    quantize_q8_0__ref,
+    matmul__ref,
+    rmsnorm__ref,
+    rope__ref,
+    softmax__ref,
+    silu_mul__ref,
+    attention__ref,
+    /*attention_tokens=*/nullptr,
+    embedding_row__ref,
+    f32_to_f16__ref,
 };
 constexpr Backend kBackend = {"generic", 0, AlwaysSupported, AcceptsEverything, &kKernels};
 

@@ -12,9 +12,9 @@ namespace {
 bool Always() { return true; }
 
 constexpr KernelTable kKernels = {
-    quantize_q8_0__neon, matmul__neon,   rmsnorm__neon,   rope__neon,
-    softmax__neon,       silu_mul__neon, attention__neon, embedding_row__neon,
-    f32_to_f16__neon,
+    quantize_q8_0__neon, matmul__neon,     rmsnorm__neon,   rope__neon,
+    softmax__neon,       silu_mul__neon,   attention__neon, /*attention_tokens=*/nullptr,
+    embedding_row__neon, f32_to_f16__neon,
 };
 constexpr Backend kBackend = {"neon", 10, Always, accepts__neon, &kKernels};
 
@@ -35,9 +35,9 @@ bool CpuSupports() {
 
 // Only the quantized matmul differs from the plain NEON table.
 constexpr KernelTable kKernels = {
-    neon::quantize_q8_0__neon, matmul__neondot,      neon::rmsnorm__neon,   neon::rope__neon,
-    neon::softmax__neon,       neon::silu_mul__neon, neon::attention__neon, neon::embedding_row__neon,
-    neon::f32_to_f16__neon,
+    neon::quantize_q8_0__neon, matmul__neondot,        neon::rmsnorm__neon,   neon::rope__neon,
+    neon::softmax__neon,       neon::silu_mul__neon,   neon::attention__neon, /*attention_tokens=*/nullptr,
+    neon::embedding_row__neon, neon::f32_to_f16__neon,
 };
 constexpr Backend kBackend = {"neon_dotprod", 20, CpuSupports, neon::accepts__neon, &kKernels};
 

@@ -12,6 +12,9 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed);
+void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_heads, const void* k, const void* v,
+                     DType kv_dtype, int64_t kv_stride, int64_t n_positions, int64_t head_dim, float score_divisor,
+                     float* scores, float* out, int64_t out_stride);
 
 }  // namespace kestrel::avx512_vnni
 
@@ -24,5 +27,8 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed);
+void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_heads, const void* k, const void* v,
+                     DType kv_dtype, int64_t kv_stride, int64_t n_positions, int64_t head_dim, float score_divisor,
+                     float* scores, float* out, int64_t out_stride);
 
 }  // namespace kestrel::avx512_vnni_simde

@@ -21,6 +21,7 @@ const KernelTable& Table() {
     KernelTable t = *avx2::GetBackend().kernels;
     t.matmul = Matmul;
     t.attention = Attention;
+    t.attention_tokens = AttentionTokens;
     return t;
   }();
   return table;

@@ -90,7 +90,8 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   gate_.resize(b * c.ffn_dim);
   up_.resize(b * c.ffn_dim);
   logits_.resize(static_cast<size_t>(c.vocab_size));
-  scores_.resize(static_cast<size_t>(n_threads) * (c.n_heads / c.n_kv_heads) * context_length_);
+  // Room per thread for two tokens' scores (KernelTable::attention_tokens).
+  scores_.resize(static_cast<size_t>(n_threads) * 2 * (c.n_heads / c.n_kv_heads) * context_length_);
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
   qx_.resize(b * (widest / kQuantBlockSize + 1));
   qx_sums_.resize(qx_.size());
@@ -363,21 +364,31 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
 
     // Attention: every (token, KV head) pair is independent; causal over positions 0..pos0+t. The
     // `group` query heads that share a KV head go to the kernel together, so it reads each key and
-    // value row once for all of them. Threads take the pairs in turn rather than in contiguous
-    // halves: a token's cost grows with its position, and halves gave the second thread 3x the first's
-    // work in a 64-token prefill (attention ran 1.1x faster on two threads than on one).
+    // value row once for all of them; in a prompt, so do two consecutive tokens where the backend
+    // takes them together (attention_tokens). Threads take the (tokens, KV head) items in turn rather
+    // than in contiguous halves: a token's cost grows with its position, and halves gave the second
+    // thread 3x the first's work in a 64-token prefill (attention ran 1.1x faster on two threads
+    // than on one).
     const auto attention_start = Clock::now();
-    const int64_t pairs = int64_t{n} * c.n_kv_heads;
+    const int32_t tokens_per_item = n > 1 && k.attention_tokens != nullptr ? 2 : 1;
+    const int64_t items = int64_t{(n + tokens_per_item - 1) / tokens_per_item} * c.n_kv_heads;
     auto attention_job = [&](int i, int parts) {
-      float* scores = scores_.data() + static_cast<size_t>(i) * group * context_length_;
-      for (int64_t p = i; p < pairs; p += parts) {
-        const int32_t t = static_cast<int32_t>(p / c.n_kv_heads);
+      float* scores = scores_.data() + static_cast<size_t>(i) * 2 * group * context_length_;
+      for (int64_t p = i; p < items; p += parts) {
+        const int32_t t = static_cast<int32_t>(p / c.n_kv_heads) * tokens_per_item;
         const int32_t g = static_cast<int32_t>(p % c.n_kv_heads);
         const size_t kv_offset = static_cast<size_t>(g) * context_length_ * hd * kv_elem;
         const int64_t first_head = int64_t{g} * group;
-        k.attention(q_.data() + t * q_dim + first_head * hd, group, k_layer + kv_offset, v_layer + kv_offset,
-                    options_.kv_dtype, hd, pos0 + t + 1, hd, score_divisor, scores,
-                    attn_.data() + t * q_dim + first_head * hd, /*streamed=*/n == 1);
+        const float* q = q_.data() + t * q_dim + first_head * hd;
+        float* out = attn_.data() + t * q_dim + first_head * hd;
+        if (tokens_per_item == 1) {
+          k.attention(q, group, k_layer + kv_offset, v_layer + kv_offset, options_.kv_dtype, hd, pos0 + t + 1, hd,
+                      score_divisor, scores, out, /*streamed=*/n == 1);
+        } else {
+          const int32_t tokens = std::min(tokens_per_item, n - t);
+          k.attention_tokens(q, q_dim, tokens, group, k_layer + kv_offset, v_layer + kv_offset, options_.kv_dtype, hd,
+                             pos0 + t + tokens, hd, score_divisor, scores, out, q_dim);
+        }
       }
     };
     Spread(int64_t{n} * c.n_heads * (pos0 + n) * hd * 2, attention_job);
