@@ -20,7 +20,7 @@ ctest --test-dir build-ci -j "$jobs" --output-on-failure
 echo "== AVX-512 instructions only in avx512_vnni code"
 # Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
 # belong to the avx512_vnni backend, whose code runs only after its CPUID check (anything else is a
-# SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The AVX-512 unit
+# SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The AVX-512 units
 # must define no weak (shared inline or template) symbol that the linker could pick for other code,
 # and no static initializer.
 objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
@@ -34,20 +34,28 @@ objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
     if (!found) print "error: no AVX-512 instruction at all in libkestrel.so"
     exit (bad || !found) ? 1 : 0
   }'
-avx512_object=$(find build-ci -name 'avx512_kernels.cc.o' | head -n 1)
-weak=$(nm -C "$avx512_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
-if [ -n "$weak" ]; then
-  echo "error: the AVX-512 unit defines weak (shared inline/template) symbols:" >&2
-  echo "$weak" >&2
-  exit 1
-fi
-# Nor any static initializer: it would run when the library loads, on every CPU.
-if nm "$avx512_object" | grep -q '_GLOBAL__sub_I'; then
-  echo "error: the AVX-512 unit has a static initializer (runs at load on every CPU):" >&2
-  nm -C "$avx512_object" | grep '_GLOBAL__sub_I' >&2
-  exit 1
-fi
-echo "ok: AVX-512 instructions only in avx512_vnni functions; no weak symbols or static initializers in $avx512_object"
+# The units compiled with the AVX-512 flags (their SIMDe twins are named avx512_simde_*).
+avx512_objects=()
+for unit in avx512_kernels avx512_attention avx512_activations; do
+  object=$(find build-ci -name "$unit.cc.o" | head -n 1)
+  [ -n "$object" ] || { echo "error: no object for $unit.cc in build-ci" >&2; exit 1; }
+  avx512_objects+=("$object")
+done
+for avx512_object in "${avx512_objects[@]}"; do
+  weak=$(nm -C "$avx512_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
+  if [ -n "$weak" ]; then
+    echo "error: the AVX-512 unit $avx512_object defines weak (shared inline/template) symbols:" >&2
+    echo "$weak" >&2
+    exit 1
+  fi
+  # Nor any static initializer: it would run when the library loads, on every CPU.
+  if nm "$avx512_object" | grep -q '_GLOBAL__sub_I'; then
+    echo "error: the AVX-512 unit $avx512_object has a static initializer (runs at load on every CPU):" >&2
+    nm -C "$avx512_object" | grep '_GLOBAL__sub_I' >&2
+    exit 1
+  fi
+done
+echo "ok: AVX-512 instructions only in avx512_vnni functions; no weak symbols or static initializers in ${avx512_objects[*]}"
 
 echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole

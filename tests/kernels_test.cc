@@ -440,6 +440,26 @@ TEST_CASE("every backend's SiLU and softmax follow the reference over the whole 
     b->kernels->softmax(s.data(), static_cast<int64_t>(s.size()));
     ref.kernels->softmax(t.data(), static_cast<int64_t>(t.size()));
     for (size_t i = 0; i < s.size(); ++i) REQUIRE(s[i] == Approx(t[i]).epsilon(1e-5).margin(1e-12));
+    // A NaN or an infinity among the scores, in a vector's body or its tail: NaN wherever the
+    // reference gives NaN, the reference's value elsewhere.
+    for (size_t at : {size_t{3}, size_t{19}}) {
+      for (float bad : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity()}) {
+        std::vector<float> u(21, 0.5f), w;
+        u[at] = bad;
+        w = u;
+        b->kernels->softmax(u.data(), static_cast<int64_t>(u.size()));
+        ref.kernels->softmax(w.data(), static_cast<int64_t>(w.size()));
+        INFO("bad value " << bad << " at " << at);
+        for (size_t i = 0; i < u.size(); ++i) {
+          if (std::isnan(w[i])) {
+            REQUIRE(std::isnan(u[i]));
+          } else {
+            REQUIRE(u[i] == Approx(w[i]).epsilon(1e-5).margin(1e-12));
+          }
+        }
+      }
+    }
   }
 }
 

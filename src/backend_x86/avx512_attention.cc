@@ -80,15 +80,6 @@ inline __m256 Sum8(const __m512* a) {
   return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, w));
 }
 
-inline float Sum16(__m512 a) {
-  const __m256 h =
-      _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(ShuffleLanes<_MM_SHUFFLE(3, 2, 3, 2)>(a, a)));
-  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
-  x = _mm_add_ss(x, _mm_movehdup_ps(x));
-  return _mm_cvtss_f32(x);
-}
-
 // Scores of NQ query vectors q[0..NQ-1] (heads of one token, or of two tokens) into s[0..NQ-1]
 // over k's positions; head_dim a multiple of 16. P positions a step, NQ * P (8 or 16) FMA chains:
 // each load of a query serves P positions and each key chunk, loaded and converted once, serves
@@ -187,7 +178,7 @@ void AttentionRows(const float* q, int64_t n_heads, const KvRows<Row>& keys, con
       ScoreQueries<Row, 1>(qh, keys, streamed && h == 0, score_divisor, sh);
     }
   }
-  for (int64_t h = 0; h < n_heads; ++h) avx2::Softmax(scores + h * n_positions, n_positions);
+  for (int64_t h = 0; h < n_heads; ++h) Softmax(scores + h * n_positions, n_positions);
   for (int64_t p0 = 0; p0 < n_positions; p0 += kValueBlock) {
     const int64_t p1 = std::min(n_positions, p0 + kValueBlock);
     for (int64_t h = 0; h < n_heads; h += 2) {
@@ -224,8 +215,8 @@ void AttentionTokenPair(const float* const* q, int64_t n_heads, const KvRows<Row
     }
   }
   for (int64_t h = 0; h < n_heads; ++h) {
-    avx2::Softmax(row(0, h), n0);
-    avx2::Softmax(row(1, h), n1);
+    Softmax(row(0, h), n0);
+    Softmax(row(1, h), n1);
   }
   for (int64_t p0 = 0; p0 < n0; p0 += kValueBlock) {
     const int64_t p1 = std::min(n0, p0 + kValueBlock);

@@ -67,5 +67,15 @@ inline __m512 ShuffleLanes(__m512 a, __m512 b) {
 #endif
 }
 
+// The sum of a's 16 elements.
+inline float Sum16(__m512 a) {
+  const __m256 h =
+      _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_castps512_ps256(ShuffleLanes<_MM_SHUFFLE(3, 2, 3, 2)>(a, a)));
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_movehdup_ps(x));
+  return _mm_cvtss_f32(x);
+}
+
 }  // namespace
 }  // namespace kestrel::KESTREL_AVX512_NAMESPACE

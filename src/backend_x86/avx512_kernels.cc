@@ -1,7 +1,8 @@
 // AVX-512 VNNI kernels: the quantized matmul (Q4_0 and Q8_0 weights, plain and tiled) with VPDPBUSD.
-// With avx512_attention.cc, the only file compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni;
-// it includes nothing but the kernel types, intrinsics and a macro (llvm-mca markers), and keeps
-// every helper in an anonymous namespace, so no AVX-512 code can leak into shared inline functions.
+// With avx512_attention.cc and avx512_activations.cc, the only files compiled with -mavx512f
+// -mavx512bw -mavx512vl -mavx512vnni; it includes nothing but the kernel types, intrinsics and a
+// macro (llvm-mca markers), and keeps every helper in an anonymous namespace, so no AVX-512 code can
+// leak into shared inline functions.
 // avx512_simde_kernels.cc compiles it a second time for AVX2, with SIMDe emulating the AVX-512
 // intrinsics (a test-only backend).
 //

@@ -1,7 +1,8 @@
-// AVX-512 VNNI kernels (defined in avx512_kernels.cc and avx512_attention.cc, the only files
-// compiled with the AVX-512 flags). Semantics are the KernelTable's (backend/kernels.h); quantized products are
-// bit-identical to the generic reference. Float weights go to avx2::Matmul; the weight formats read natively are
-// exactly avx2's, so both AVX-512 backends register avx2::Accepts.
+// AVX-512 VNNI kernels (defined in avx512_kernels.cc, avx512_attention.cc and
+// avx512_activations.cc, the only files compiled with the AVX-512 flags). Semantics are the
+// KernelTable's (backend/kernels.h); quantized products are bit-identical to the generic
+// reference. Float weights go to avx2::Matmul; the weight formats read natively are exactly
+// avx2's, so both AVX-512 backends register avx2::Accepts.
 #pragma once
 
 #include "backend/kernels.h"
@@ -15,12 +16,16 @@ void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DT
 void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_heads, const void* k, const void* v,
                      DType kv_dtype, int64_t kv_stride, int64_t n_positions, int64_t head_dim, float score_divisor,
                      float* scores, float* out, int64_t out_stride);
+// avx512_activations.cc.
+void Softmax(float* x, int64_t n);
+void SiluMul(float* gate, const float* up, int64_t n);
 
 }  // namespace kestrel::avx512_vnni
 
 // The same sources compiled for AVX2, with SIMDe emulating the AVX-512 intrinsics
-// (avx512_simde_kernels.cc and avx512_simde_attention.cc, built only with the test-only option
-// KESTREL_SIMDE_BACKENDS), so the AVX-512 algorithms are tested on CPUs without AVX-512.
+// (avx512_simde_kernels.cc, avx512_simde_attention.cc and avx512_simde_activations.cc, built only
+// with the test-only option KESTREL_SIMDE_BACKENDS), so the AVX-512 algorithms are tested on CPUs
+// without AVX-512.
 namespace kestrel::avx512_vnni_simde {
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
@@ -30,5 +35,8 @@ void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DT
 void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t n_heads, const void* k, const void* v,
                      DType kv_dtype, int64_t kv_stride, int64_t n_positions, int64_t head_dim, float score_divisor,
                      float* scores, float* out, int64_t out_stride);
+// avx512_activations.cc.
+void Softmax(float* x, int64_t n);
+void SiluMul(float* gate, const float* up, int64_t n);
 
 }  // namespace kestrel::avx512_vnni_simde

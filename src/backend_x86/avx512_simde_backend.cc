@@ -22,6 +22,8 @@ const KernelTable& Table() {
     t.matmul = Matmul;
     t.attention = Attention;
     t.attention_tokens = AttentionTokens;
+    t.softmax = Softmax;
+    t.silu_mul = SiluMul;
     return t;
   }();
   return table;
