@@ -1012,11 +1012,16 @@ void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 }
 
 void Softmax(float* x, int64_t n) {
-  float max = x[0];
-  for (int64_t i = 1; i < n; ++i) max = x[i] > max ? x[i] : max;
+  // The maximum 8 lanes at a time (the compiler keeps a scalar loop scalar: a NaN makes max()
+  // order-dependent); a NaN anywhere makes every output NaN below, whichever maximum this finds.
+  __m256 lanes_max = _mm256_set1_ps(-__builtin_inff());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) lanes_max = _mm256_max_ps(lanes_max, _mm256_loadu_ps(x + i));
+  float max = HorizontalMax(lanes_max);
+  for (; i < n; ++i) max = x[i] > max ? x[i] : max;
   const __m256 vmax = _mm256_set1_ps(max);
   __m256 vsum = _mm256_setzero_ps();
-  int64_t i = 0;
+  i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m256 e = Exp(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
     _mm256_storeu_ps(x + i, e);
