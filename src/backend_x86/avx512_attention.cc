@@ -9,7 +9,9 @@
 //   together into one vector by a transposing tree, not one horizontal sum each.
 // - Values: both heads of a pair keep all of a 128-dimension head in sixteen accumulators, so each
 //   value row is read once, in one sequential pass (the AVX2 kernel needs four 32-dimension passes).
-// Head sizes that are not a multiple of 16 go to the AVX2 kernel. Sums are in a different order
+// - Prompts (`attention_tokens`): two consecutive tokens at once, four queries per head pair, so
+//   each key and value chunk loaded from cache serves twice the work.
+// The softmax between the passes is this backend's (avx512_activations.cc). Head sizes that are not a multiple of 16 go to the AVX2 kernel. Sums are in a different order
 // from the reference's: the conformance tests hold it to the float tolerance, like the AVX2 kernel.
 #include <algorithm>
 #include <cstdint>
