@@ -36,6 +36,27 @@ std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+// Random keys and values for `positions` cached rows `stride` floats apart, as f32 and as f16;
+// k() and v() point at the ones of `dtype`.
+struct KvRowsFixture {
+  std::vector<float> kf, vf;
+  std::vector<uint16_t> kh, vh;
+  DType dtype;
+  KvRowsFixture(int64_t positions, int64_t stride, DType kv, uint32_t seed)
+      : kf(RandomVector(static_cast<size_t>(positions * stride), seed)),
+        vf(RandomVector(static_cast<size_t>(positions * stride), seed + 1)),
+        kh(kf.size()),
+        vh(vf.size()),
+        dtype(kv) {
+    for (size_t i = 0; i < kf.size(); ++i) {
+      kh[i] = Fp32ToFp16(kf[i]);
+      vh[i] = Fp32ToFp16(vf[i]);
+    }
+  }
+  const void* k() const { return dtype == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data(); }
+  const void* v() const { return dtype == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data(); }
+};
+
 // A weight matrix encoded in dtype + layout, kept with its f32 dequantized values.
 struct TestMatrix {
   std::vector<uint8_t> bytes;
@@ -322,15 +343,9 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
         const int64_t positions = c.positions, head_dim = c.head_dim, heads = c.heads;
         const int64_t stride = 3 * head_dim;
         const auto q = RandomVector(static_cast<size_t>(heads * head_dim), 1);
-        const auto kf = RandomVector(static_cast<size_t>(positions * stride), 2);
-        const auto vf = RandomVector(static_cast<size_t>(positions * stride), 3);
-        std::vector<uint16_t> kh(kf.size()), vh(vf.size());
-        for (size_t i = 0; i < kf.size(); ++i) {
-          kh[i] = Fp32ToFp16(kf[i]);
-          vh[i] = Fp32ToFp16(vf[i]);
-        }
-        const void* kp = kv == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
-        const void* vp = kv == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
+        const KvRowsFixture rows(positions, stride, kv, 2);
+        const void* kp = rows.k();
+        const void* vp = rows.v();
         std::vector<float> scores(static_cast<size_t>(heads * positions)), a(heads * head_dim), e(heads * head_dim);
         ref.kernels->attention(q.data(), heads, kp, vp, kv, stride, positions, head_dim, 4.0f, scores.data(), e.data(),
                                false);
@@ -377,15 +392,9 @@ TEST_CASE("every backend's multi-token attention matches the reference token by 
                      << ", heads " << c.heads << ", kv " << (kv == DType::kF16 ? "f16" : "f32"));
         const int64_t stride = 3 * c.head_dim, width = c.heads * c.head_dim, token_stride = width + 24;
         const auto q = RandomVector(static_cast<size_t>(c.tokens * token_stride), 11);
-        const auto kf = RandomVector(static_cast<size_t>(c.positions * stride), 12);
-        const auto vf = RandomVector(static_cast<size_t>(c.positions * stride), 13);
-        std::vector<uint16_t> kh(kf.size()), vh(vf.size());
-        for (size_t i = 0; i < kf.size(); ++i) {
-          kh[i] = Fp32ToFp16(kf[i]);
-          vh[i] = Fp32ToFp16(vf[i]);
-        }
-        const void* kp = kv == DType::kF16 ? static_cast<const void*>(kh.data()) : kf.data();
-        const void* vp = kv == DType::kF16 ? static_cast<const void*>(vh.data()) : vf.data();
+        const KvRowsFixture rows(c.positions, stride, kv, 12);
+        const void* kp = rows.k();
+        const void* vp = rows.v();
         std::vector<float> scores(static_cast<size_t>(2 * c.heads * c.positions));
         // Outputs at the same stride as the queries; the gaps between tokens must stay untouched.
         std::vector<float> got(static_cast<size_t>(c.tokens * token_stride), -7.0f), expected(width);
