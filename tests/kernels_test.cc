@@ -339,7 +339,8 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
       for (const Case& c : std::vector<Case>{
                {1, 16, 1},  {2, 16, 1},   {5, 16, 2},   {17, 16, 1}, {100, 16, 3}, {3, 128, 2},  {4, 128, 1},
                {7, 128, 4}, {9, 64, 1},   {33, 72, 2},  {6, 20, 1},  {1, 7, 3},    {13, 136, 1}, {130, 128, 2},
-               {65, 32, 1}, {64, 128, 2}, {200, 36, 4}, {8, 128, 1}, {70, 256, 2}, {9, 80, 1},   {11, 48, 3}}) {
+               {65, 32, 1}, {64, 128, 2}, {200, 36, 4}, {8, 128, 1}, {70, 256, 2}, {9, 80, 1},   {11, 48, 3},
+               {150, 64, 3}, {257, 128, 1}}) {
         const int64_t positions = c.positions, head_dim = c.head_dim, heads = c.heads;
         const int64_t stride = 3 * head_dim;
         const auto q = RandomVector(static_cast<size_t>(heads * head_dim), 1);
