@@ -3,7 +3,7 @@
 //
 // Why: in a long prompt's prefill the softmax over each token's scores was a fifth of the attention
 // time with the AVX2 kernel's 8-float exp (perf, pp1024). The exp is the AVX2 kernel's (the same
-// reduction and polynomial, within 2 ulp of expf) on 16 floats, with 2^n applied by VSCALEFPS,
+// reduction and polynomial, exp_polynomial.h) on 16 floats, with 2^n applied by VSCALEFPS,
 // which also gives expf's subnormal results where the AVX2 kernel flushes them to zero. Tails go
 // through a 16-float buffer, so no libm function is called from this unit (an inline library
 // function compiled with AVX-512 flags could become the copy the linker keeps for everyone).
@@ -11,6 +11,7 @@
 
 #include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/avx512_kernels.h"
+#include "backend_x86/exp_polynomial.h"
 
 namespace kestrel::KESTREL_AVX512_NAMESPACE {
 namespace {
@@ -21,16 +22,13 @@ namespace {
 // x stays NaN.
 inline __m512 Exp(__m512 x) {
   x = _mm512_max_ps(_mm512_set1_ps(-110.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693359375f)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(-2.12194440e-4f)));
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  using namespace exp_polynomial;
+  const __m512 n =
+      _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(kLn2High)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(kLn2Low)));
+  __m512 p = _mm512_set1_ps(kP[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP[i]));
   p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_scalef_ps(p, n);
 }
