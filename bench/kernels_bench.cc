@@ -31,6 +31,17 @@ struct MatrixFixture {
   std::vector<float> xq_scales;
 };
 
+// A buffer of `bytes` on huge pages (where the OS gives them) or on 4 KiB pages; a bench that
+// cannot get its memory stops with the reason.
+HugePageBuffer AllocateOrAbort(size_t bytes, bool huge_pages) {
+  auto buffer = huge_pages ? HugePageBuffer::Allocate(bytes) : HugePageBuffer::AllocateSmallPages(bytes);
+  if (!buffer.ok()) {
+    std::fprintf(stderr, "kestrel-kernels-bench: %s\n", std::string(buffer.status().message()).c_str());
+    std::abort();
+  }
+  return std::move(*buffer);
+}
+
 MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int64_t columns, int64_t rows,
                           int64_t tokens, bool huge_pages) {
   MatrixFixture f;
@@ -38,13 +49,7 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   std::vector<float> row(columns);
   const size_t row_bytes = DTypeRowBytes(dtype, columns);
-  auto buffer =
-      huge_pages ? HugePageBuffer::Allocate(row_bytes * rows) : HugePageBuffer::AllocateSmallPages(row_bytes * rows);
-  if (!buffer.ok()) {
-    std::fprintf(stderr, "kestrel-kernels-bench: %s\n", std::string(buffer.status().message()).c_str());
-    std::abort();
-  }
-  f.bytes = std::move(*buffer);
+  f.bytes = AllocateOrAbort(row_bytes * rows, huge_pages);
   // Plain rows are encoded in place; tiled ones through a plain copy that is then repacked.
   std::vector<uint8_t> plain(layout == Layout::kPlain ? 0 : f.bytes.size());
   uint8_t* const encoded = layout == Layout::kPlain ? f.bytes.data() : plain.data();
@@ -210,12 +215,7 @@ void BenchAttentionFromMemory(benchmark::State& state, const Backend* b, bool st
   const int64_t head_dim = 128, heads = 2, positions = 2048;
   const size_t head_bytes = static_cast<size_t>(positions * head_dim) * 2,
                copies = (size_t{256} << 20) / (2 * head_bytes);
-  auto buffer = HugePageBuffer::Allocate(copies * 2 * head_bytes);
-  if (!buffer.ok()) {
-    std::fprintf(stderr, "kestrel-kernels-bench: %s\n", std::string(buffer.status().message()).c_str());
-    std::abort();
-  }
-  HugePageBuffer kv = std::move(*buffer);
+  const HugePageBuffer kv = AllocateOrAbort(copies * 2 * head_bytes, true);
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   auto* halves = reinterpret_cast<uint16_t*>(kv.data());

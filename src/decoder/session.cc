@@ -19,6 +19,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Prompt tokens per attention_tokens call; each thread's scores_ share holds that many tokens'
+// scores (the kernel table's contract asks for room for two).
+constexpr int32_t kTokensPerAttentionCall = 2;
+
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 bool EnvFlag(const char* name) {
@@ -90,8 +94,8 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   gate_.resize(b * c.ffn_dim);
   up_.resize(b * c.ffn_dim);
   logits_.resize(static_cast<size_t>(c.vocab_size));
-  // Room per thread for two tokens' scores (KernelTable::attention_tokens).
-  scores_.resize(static_cast<size_t>(n_threads) * 2 * (c.n_heads / c.n_kv_heads) * context_length_);
+  scores_.resize(static_cast<size_t>(n_threads) * kTokensPerAttentionCall * (c.n_heads / c.n_kv_heads) *
+                 context_length_);
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
   qx_.resize(b * (widest / kQuantBlockSize + 1));
   qx_sums_.resize(qx_.size());
@@ -370,10 +374,10 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     // thread 3x the first's work in a 64-token prefill (attention ran 1.1x faster on two threads
     // than on one).
     const auto attention_start = Clock::now();
-    const int32_t tokens_per_item = n > 1 && k.attention_tokens != nullptr ? 2 : 1;
+    const int32_t tokens_per_item = n > 1 && k.attention_tokens != nullptr ? kTokensPerAttentionCall : 1;
     const int64_t items = int64_t{(n + tokens_per_item - 1) / tokens_per_item} * c.n_kv_heads;
     auto attention_job = [&](int i, int parts) {
-      float* scores = scores_.data() + static_cast<size_t>(i) * 2 * group * context_length_;
+      float* scores = scores_.data() + static_cast<size_t>(i) * kTokensPerAttentionCall * group * context_length_;
       for (int64_t p = i; p < items; p += parts) {
         const int32_t t = static_cast<int32_t>(p / c.n_kv_heads) * tokens_per_item;
         const int32_t g = static_cast<int32_t>(p % c.n_kv_heads);
