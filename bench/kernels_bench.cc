@@ -71,7 +71,7 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   return f;
 }
 
-// forced_path: -1 lets a kernel with two decode paths choose by speed (FasterPath), 0 or 1 forces one.
+// forced_path: -1 lets a kernel with several decode paths choose by speed (FasterPath), 0 .. 2 forces one.
 // huge_pages: false holds the weights on 4 KiB pages (advised against huge ones, even under THP
 // "always"), where streaming them from memory costs a TLB miss per page. With true the OS may still
 // decline (THP "never", fragmented memory), so the share it really gave is reported ("huge%").
@@ -292,9 +292,9 @@ void RegisterAll() {
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936").c_str(), BenchMatmul, b, c.dtype,
                                      c.layout, 2048, 151936, 1, -1, true)
             ->Unit(benchmark::kMillisecond);
-        // Each of the two prefetch orders the tiled x86 decode chooses between, forced (the same
-        // kernel twice where there is no choice).
-        for (int path : {0, 1}) {
+        // Each of the prefetch orders the tiled x86 decode chooses between, forced (the same kernel
+        // more than once where there is less choice).
+        for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
           benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/path" + std::to_string(path)).c_str(),
                                        BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path, true)
               ->Unit(benchmark::kMillisecond);

@@ -14,8 +14,8 @@ namespace {
 
 // One call at each time in [from, to); a call on path p takes rate[p] per unit of `work`. Returns
 // how many calls ran on each path.
-std::vector<int> Run(FasterPath& chooser, int64_t from, int64_t to, const double rate[2], uint64_t work = 100) {
-  std::vector<int> ran(2, 0);
+std::vector<int> Run(FasterPath& chooser, int64_t from, int64_t to, const double* rate, uint64_t work = 100) {
+  std::vector<int> ran(FasterPath::kMaxPaths, 0);
   for (int64_t now = from; now < to; ++now) {
     const FasterPath::Choice c = chooser.Pick(now);
     ++ran[c.path];
@@ -101,6 +101,42 @@ TEST_CASE("FasterPath keeps its choice when a trial has only one path's reports 
   // Periods with no calls at all (an idle session) change nothing either.
   chooser.Pick(400);
   CHECK(chooser.best() == 1);
+}
+
+TEST_CASE("FasterPath among three paths takes each in turn in a trial and picks the fastest", "[faster_path]") {
+  FasterPath chooser(12, 6, 2, 3);  // periods of 12, the last 6 a trial: slices of 2, one per path
+  const int expected_path[12] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 2, 2};
+  for (int64_t now = 0; now < 12; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    CHECK(c.path == expected_path[now]);
+    CHECK(c.timed == (now >= 6));
+    if (c.timed) chooser.Report(c, now + (c.path == 2 ? 1 : 3), 1);  // path 2 the fastest
+  }
+  CHECK(chooser.Pick(12).path == 2);
+  // Each trial starts at the best, then the paths after it in turn.
+  const int after_two[6] = {2, 2, 0, 0, 1, 1};
+  for (int64_t now = 18; now < 24; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    CHECK(c.path == after_two[now - 18]);
+    chooser.Report(c, now + (c.path == 1 ? 1 : 4), 1);  // now path 1 is
+  }
+  CHECK(chooser.Pick(24).path == 1);
+  CHECK(chooser.best() == 1);
+  // The middle path of three (not just the first or last) wins when it alone is fastest.
+  FasterPath middle(6, 6, 2, 3);
+  const double rate[3] = {1.3, 1.0, 1.2};
+  Run(middle, 0, 7, rate);
+  CHECK(middle.best() == 1);
+}
+
+TEST_CASE("FasterPath among three keeps its choice while one path has not reported", "[faster_path]") {
+  FasterPath chooser(6, 6, 2, 3);
+  for (int64_t now = 0; now < 6; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    if (c.path != 2) chooser.Report(c, now + (c.path == 1 ? 1 : 5), 1);  // path 1 faster, path 2 silent
+  }
+  chooser.Pick(6);
+  CHECK(chooser.best() == 0);
 }
 
 TEST_CASE("FasterPath converges with two threads calling at once", "[faster_path]") {

@@ -262,7 +262,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
           RunMatmul(ref, m.view, x, &expected, 1);
           // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows);
           // at decode, each of the paths a kernel may choose between by speed (FasterPath).
-          for (int path = 0; path < (tokens == 1 ? 2 : 1); ++path) {
+          for (int path = 0; path < (tokens == 1 ? FasterPath::kMaxPaths : 1); ++path) {
             if (tokens == 1) FasterPath::ForceForTesting(path);
             for (int splits : {1, 3}) {
               RunMatmul(*b, m.view, x, &got, splits);

@@ -17,8 +17,9 @@ FasterPath::Choice FasterPath::Pick(int64_t now) noexcept {
   const int best = best_.load(std::memory_order_relaxed);
   const int64_t at = now % period_;
   if (at < period_ - trial_) return {best, false, now};
-  const bool other = (at - (period_ - trial_)) / slice_ % 2 == 1;
-  return {other ? 1 - best : best, true, now};
+  // Slice i of the trial runs the path i after the best, so the best starts every round of slices.
+  const int64_t slice = (at - (period_ - trial_)) / slice_;
+  return {static_cast<int>((best + slice) % paths_), true, now};
 }
 
 void FasterPath::Report(const Choice& choice, int64_t end, uint64_t work) noexcept {
@@ -31,15 +32,18 @@ int FasterPath::best() const { return best_.load(std::memory_order_relaxed); }
 void FasterPath::ForceForTesting(int path) { forced_path.store(path, std::memory_order_relaxed); }
 
 void FasterPath::Decide() {
-  uint64_t time[2], work[2];
-  for (int p = 0; p < 2; ++p) {
-    time[p] = time_[p].exchange(0, std::memory_order_relaxed);
-    work[p] = work_[p].exchange(0, std::memory_order_relaxed);
+  double rate[kMaxPaths];
+  bool complete = true;  // every path reported: otherwise there is nothing to compare
+  for (int p = 0; p < paths_; ++p) {
+    const uint64_t time = time_[p].exchange(0, std::memory_order_relaxed);
+    const uint64_t work = work_[p].exchange(0, std::memory_order_relaxed);
+    complete = complete && work != 0;
+    rate[p] = work != 0 ? static_cast<double>(time) / static_cast<double>(work) : 0.0;
   }
-  if (work[0] == 0 || work[1] == 0) return;
-  const double rate0 = static_cast<double>(time[0]) / static_cast<double>(work[0]);
-  const double rate1 = static_cast<double>(time[1]) / static_cast<double>(work[1]);
-  best_.store(rate1 < rate0 ? 1 : 0, std::memory_order_relaxed);
+  if (!complete) return;
+  int best = 0;
+  for (int p = 1; p < paths_; ++p) best = rate[p] < rate[best] ? p : best;
+  best_.store(best, std::memory_order_relaxed);
 }
 
 int64_t NowNanoseconds() noexcept {

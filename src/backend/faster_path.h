@@ -1,18 +1,18 @@
-// Chooses, while running, the faster of two code paths that compute identical results and differ
-// only in speed, where which one is faster depends on conditions the code cannot see. Why: the
-// decode kernels' two prefetch orders swap places with the memory traffic of whatever else runs on
-// the machine (on the shared Zen 5 CI host, paired in one process, 10-12% one way while it was
-// quiet and 16-21% the other while it was busy; bench/README.md), so a fixed choice loses one case.
+// Chooses, while running, the fastest of two or three code paths that compute identical results
+// and differ only in speed, where which one is faster depends on conditions the code cannot see.
+// Why: the decode kernels' prefetch orders swap places with the memory traffic of whatever else
+// runs on the machine (on the shared Zen 5 CI host, paired in one process, 10-12% one way while it
+// was quiet and 16-21% the other while it was busy; bench/README.md), so a fixed choice loses a case.
 //
-// Time is cut into periods. The last `trial` of each period is timed and takes the two paths in
-// turn, `slice` at a time, so both see the same moment of the machine and nearly the same mix of
-// work (at two-thread decode, a 0.5 ms slice is one or two layers' products); when the next period
-// begins, the path with the lower time per unit of work over the trial becomes the best, and the
-// rest of that period runs it. Threads read the same clock, so threads that share the memory run
-// the same path together. The defaults decide every 128 ms (a few decode tokens), and the other
-// path runs 1/32 of the time. Per call: a clock read (the caller's) and relaxed atomic loads;
-// shared writes only in the trial and once a period. Thread-safe; a call that straddles a period's
-// start counts in the next trial, which only blurs that decision a little.
+// Time is cut into periods. The last `trial` of each period is timed and takes the paths in turn,
+// `slice` at a time, so all see the same moment of the machine and nearly the same mix of work (at
+// two-thread decode, a 0.5 ms slice is one or two layers' products); when the next period begins,
+// the path with the lowest time per unit of work over the trial becomes the best, and the rest of
+// that period runs it. Threads read the same clock, so threads that share the memory run the same
+// path together. The defaults decide every 128 ms (a few decode tokens); with two paths the other
+// one runs 1/32 of the time, with three the other two 1/24 together. Per call: a clock read (the caller's) and relaxed
+// atomic loads; shared writes only in the trial and once a period. Thread-safe; a call that straddles a period's start
+// counts in the next trial, which only blurs that decision a little.
 #pragma once
 
 #include <atomic>
@@ -28,11 +28,20 @@ class FasterPath {
  public:
   // Durations in the unit of the times passed in (nanoseconds below); 0 < slice, trial <= period.
   // constexpr, so that a FasterPath at namespace scope is initialized without running code.
-  constexpr explicit FasterPath(int64_t period = 128'000'000, int64_t trial = 8'000'000, int64_t slice = 500'000)
-      : period_(period), trial_(trial), slice_(slice) {}
+  constexpr explicit FasterPath(int64_t period = 128'000'000, int64_t trial = 8'000'000, int64_t slice = 500'000,
+                                int paths = 2)
+      : period_(period),
+        trial_(trial),
+        slice_(slice),
+        paths_(paths < 2           ? 2
+               : paths > kMaxPaths ? kMaxPaths
+                                   : paths) {}
+  static constexpr int kMaxPaths = 3;
+  // The defaults above, choosing among `paths` (2 .. kMaxPaths) paths.
+  static constexpr FasterPath Among(int paths) { return FasterPath(128'000'000, 8'000'000, 500'000, paths); }
 
   struct Choice {
-    int path;       // 0 or 1
+    int path;       // 0 .. paths - 1
     bool timed;     // whether Report() wants this call
     int64_t start;  // the time passed to Pick
   };
@@ -44,18 +53,20 @@ class FasterPath {
   void Report(const Choice& choice, int64_t end, uint64_t work) noexcept;
   int best() const;
 
-  // Tests: from the next call on, every FasterPath in the process takes `path` (0 or 1, untimed),
-  // or, with -1, chooses as above again; so conformance tests can run each path for certain.
+  // Tests: from the next call on, every FasterPath in the process takes `path` (0 .. kMaxPaths - 1,
+  // untimed; a caller with fewer paths maps the extra numbers onto its own), or, with -1, chooses
+  // as above again; so conformance tests can run each path for certain.
   static void ForceForTesting(int path);
 
  private:
-  // Compares the two paths over the last trial and clears the sums for the next.
+  // Compares the paths over the last trial and clears the sums for the next.
   void Decide();
 
   const int64_t period_, trial_, slice_;
+  const int paths_;
   std::atomic<int64_t> period_seen_{0};
   std::atomic<int> best_{0};
-  std::atomic<uint64_t> time_[2] = {0, 0}, work_[2] = {0, 0};
+  std::atomic<uint64_t> time_[kMaxPaths] = {0, 0, 0}, work_[kMaxPaths] = {0, 0, 0};
 };
 
 // The clock FasterPath's callers use: steady, in nanoseconds (about 20 ns a read on the Zen 5).

@@ -447,28 +447,40 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   }
 }
 
-// Decode: one token against G adjacent 16-row groups at once, each stream prefetching the group it
-// will read next, in one of two orders (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of the
-// bandwidth probe with one group, 75-78% with two groups taken from the two halves of the range
+// Decode: one token against G adjacent 16-row groups at once, each stream prefetching what it will
+// read a little later, in one of three orders (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of
+// the bandwidth probe with one group, 75-78% with two groups taken from the two halves of the range
 // (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups; three read
 // 11-21% slower, four spill registers. The rearrangement is the prefill's, done as the block
 // streams in.
 //
-// Which order reads faster depends on what else the machine's memory is doing: on the shared Zen 5,
-// paired in one process, the sweep read Q4_0 tg 16-19% (2 threads) faster while the machine was busy
-// and 10-12% (1 and 2 threads) slower while it was quiet. So the kernel measures both as it runs and
-// takes the faster (FasterPath, below; bench/README.md has the figures).
+// Which order reads faster depends on what else the machine's memory is doing: on the shared Zen 5
+// the sweep read Q4_0 tg 16-19% faster than the next-group order while the machine was busy and
+// 10-12% slower while it was quiet, and on another day the near tile order beat both by 10-18%
+// (bench/README.md has the figures). So the kernel measures all three as it runs and takes the
+// fastest (FasterPath, below).
 enum class PrefetchOrder {
-  // Block b of each 4-row tile of the group G on: the loads' own order, 4 (Q4_0) or 2 (Q8_0)
-  // places a fraction of the group's region apart.
+  // The loads' own order, kLeadBytes ahead: block b + lead of the group's 4-row tiles (4 places
+  // for Q4_0, 2 for Q8_0, a fraction of the group's region apart), and past the group's last block
+  // the first blocks of the group G on. Path 0.
   kTiles,
   // The group G on, swept in address order: G sequential streams per thread. In every layout a
   // 16-row group's rows are one contiguous region (blocks * 16 * kRowBlockBytes bytes) and groups
   // follow each other; each block step prefetches 16 * kRowBlockBytes of it, so the sweep ends as
   // the current group does. Past the range's end it touches the next rows or nothing: a prefetch
-  // never faults.
+  // never faults. Path 1.
   kSweep,
+  // Block b of the tiles of the group G on: the tile order a whole group ahead (18-55 KB per
+  // stream for these models, past L1 for the long rows of the FFN's down projection). Path 2.
+  kNextGroup,
 };
+
+// How far ahead the tile order prefetches, over all G groups of a step: enough to cover memory's
+// latency at one core's share of the bandwidth, little enough to stay in L1 until read. Per-call
+// read rates of leads taken in turn in 1 ms slices of one Q4_0 decode, against the next-group
+// order: 2.3 KB 2-10% below, 3.5 KB within 7% either way, 4.6-16 KB 3-22% above, 7-8 KB the most
+// (Q8_0 at 6.5 KB +7-13%); bench/README.md.
+constexpr int64_t kLeadBytes = 8192;
 
 // Streams per order: the sweep keeps memory busy with one Q8_0 group (544 bytes a block, against
 // Q4_0's 288), 2-5% faster than two in that order.
@@ -480,6 +492,10 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
                   const int32_t* sums, const float* a_scale, float* y) {
   constexpr bool kMarked = kOrder == PrefetchOrder::kTiles && G == kDecodeStreams<Weights, kOrder>;
   constexpr int64_t kSweepStep = kRows * Weights::kRowBlockBytes;
+  // The tile order's lead in blocks, and where it starts: block `ahead_block` of the rows
+  // `ahead_rows` after each group's first (a whole number of G-group steps on).
+  constexpr int64_t kLead = kLeadBytes / (G * kSweepStep) > 0 ? kLeadBytes / (G * kSweepStep) : 1;
+  int64_t ahead_rows = G * kRows * (kLead / blocks), ahead_block = kLead % blocks;
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -497,6 +513,8 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
       if constexpr (kOrder == PrefetchOrder::kSweep) {
         const uint8_t* next = data + (r0[g] + G * kRows) * blocks * Weights::kRowBlockBytes;  // its first byte
         for (int64_t at = (b * kSweepStep) & ~int64_t{63}; at < (b + 1) * kSweepStep; at += 64) PrefetchLine(next + at);
+      } else if constexpr (kOrder == PrefetchOrder::kTiles) {
+        Weights::Prefetch(data, blocks, r0[g] + ahead_rows, kRows, ahead_block);
       } else {
         Weights::Prefetch(data, blocks, r0[g] + G * kRows, kRows, b);
       }
@@ -511,6 +529,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
       const __m512 scale = _mm512_mul_ps(w.scale, as);
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
     }
+    if (++ahead_block == blocks) ahead_block = 0, ahead_rows += G * kRows;
     if constexpr (kMarked) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
   }
   for (int g = 0; g < G; ++g) StoreRows(y + r0[g], acc[g], n_rows);
@@ -532,10 +551,10 @@ void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float
   }
 }
 
-// Which prefetch order has lately been faster per byte, for this weight type in this process (one
+// Which prefetch order has lately been fastest per byte, for this weight type in this process (one
 // each: Q4_0 and Q8_0 streams differ).
 template <typename Weights>
-FasterPath decode_order;
+FasterPath decode_order = FasterPath::Among(3);
 
 template <typename Weights>
 void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
@@ -544,8 +563,10 @@ void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x,
   const FasterPath::Choice choice = order.Pick(NowNanoseconds());
   if (choice.path == 0) {
     DecodeRows<Weights, PrefetchOrder::kTiles>(data, blocks, x, y, row_begin, row_end);
-  } else {
+  } else if (choice.path == 1) {
     DecodeRows<Weights, PrefetchOrder::kSweep>(data, blocks, x, y, row_begin, row_end);
+  } else {
+    DecodeRows<Weights, PrefetchOrder::kNextGroup>(data, blocks, x, y, row_begin, row_end);
   }
   if (choice.timed) {
     order.Report(choice, NowNanoseconds(),
