@@ -14,6 +14,7 @@
 #include "backend/faster_path.h"
 #include "backend/q8_0_summary.h"
 #include "backend/registry.h"
+#include "backend/rope_angles.h"
 #include "decoder/thread_pool.h"
 #include "format/dtype.h"
 #include "format/layout.h"
@@ -153,11 +154,15 @@ void BenchRmsnorm(benchmark::State& state, const Backend* b, int64_t n) {
 // RoPE on a decode step's query heads (Qwen3-1.7B: 16 heads of 128).
 void BenchRope(benchmark::State& state, const Backend* b) {
   const int64_t heads = 16, head_dim = 128;
-  std::vector<float> x(heads * head_dim, 0.5f), inv_freq(head_dim / 2);
-  for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = 1.0f / std::pow(1e6f, 2.0f * i / head_dim);
+  const int64_t half = head_dim / 2, positions = 1024;
+  std::vector<float> x(heads * head_dim, 0.5f), inv_freq(half), cos(positions * half), sin(positions * half);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = 1.0f / std::pow(1e6f, 2.0f * i / head_dim);
+  // The angles are the session's, once per token (RopeAngles); the kernel only rotates.
+  for (int64_t p = 0; p < positions; ++p) RopeAngles(1000 + p, inv_freq.data(), half, &cos[p * half], &sin[p * half]);
   int64_t pos = 0;
   for (auto _ : state) {
-    b->kernels->rope(x.data(), heads, head_dim, 1000 + (pos++ & 1023), inv_freq.data(), RopeStyle::kHalfSplit);
+    const int64_t p = pos++ & (positions - 1);
+    b->kernels->rope(x.data(), heads, head_dim, &cos[p * half], &sin[p * half], RopeStyle::kHalfSplit);
     benchmark::DoNotOptimize(x.data());
   }
 }

@@ -3,7 +3,6 @@
 // generic reference itself against an independent double-precision computation. Backends whose
 // ISA this CPU lacks are reported as skipped, never as passed.
 #include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -14,6 +13,7 @@
 #include "backend/faster_path.h"
 #include "backend/q8_0_summary.h"
 #include "backend/registry.h"
+#include "backend/rope_angles.h"
 #include "format/dtype.h"
 #include "format/layout.h"
 
@@ -320,10 +320,12 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
         std::vector<float> inv_freq(head_dim / 2);
         for (int64_t i = 0; i < head_dim / 2; ++i) inv_freq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / head_dim);
         for (int64_t pos : {0, 1, 17, 4095}) {
+          std::vector<float> cos(head_dim / 2), sin(head_dim / 2);
+          RopeAngles(pos, inv_freq.data(), head_dim / 2, cos.data(), sin.data());
           auto a = RandomVector(static_cast<size_t>(3 * head_dim), 5);
           auto e = a;
-          k.rope(a.data(), 3, head_dim, pos, inv_freq.data(), style);
-          ref.kernels->rope(e.data(), 3, head_dim, pos, inv_freq.data(), style);
+          k.rope(a.data(), 3, head_dim, cos.data(), sin.data(), style);
+          ref.kernels->rope(e.data(), 3, head_dim, cos.data(), sin.data(), style);
           // Same angles, same rounding (no FMA) as the reference: identical.
           for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == e[i]);
         }
@@ -490,18 +492,24 @@ TEST_CASE("generic elementwise kernels compute what they document", "[kernels][g
   k.silu_mul(g.data(), u.data(), 2);
   REQUIRE(g[0] == 0.0f);
   REQUIRE(g[1] == Approx(20.0f).epsilon(1e-6));
-  // RoPE at position 0 is the identity; both styles rotate the documented pairs.
-  std::vector<float> inv = {1.0f, 0.5f}, v = {1, 2, 3, 4}, v0 = v;
-  k.rope(v.data(), 1, 4, 0, inv.data(), RopeStyle::kInterleaved);
+  // RoPE at position 0 is the identity; both styles rotate the documented pairs, by the angles
+  // position * inv_freq (RopeAngles).
+  std::vector<float> inv = {1.0f, 0.5f}, cos(2), sin(2), v = {1, 2, 3, 4}, v0 = v;
+  RopeAngles(0, inv.data(), 2, cos.data(), sin.data());
+  k.rope(v.data(), 1, 4, cos.data(), sin.data(), RopeStyle::kInterleaved);
   REQUIRE(v == v0);
+  RopeAngles(3, inv.data(), 2, cos.data(), sin.data());
+  REQUIRE(cos[1] == Approx(std::cos(1.5f)));
+  REQUIRE(sin[1] == Approx(std::sin(1.5f)));
   std::vector<float> h = {1, 0, 0, 0};
-  k.rope(h.data(), 1, 4, 1, inv.data(), RopeStyle::kHalfSplit);  // pair (0, 2) by angle 1
-  REQUIRE(h[0] == Approx(std::cos(1.0f)));
-  REQUIRE(h[2] == Approx(std::sin(1.0f)));
-  std::vector<float> i2 = {1, 0, 0, 0};
-  k.rope(i2.data(), 1, 4, 1, inv.data(), RopeStyle::kInterleaved);  // pair (0, 1) by angle 1
-  REQUIRE(i2[0] == Approx(std::cos(1.0f)));
-  REQUIRE(i2[1] == Approx(std::sin(1.0f)));
+  k.rope(h.data(), 1, 4, cos.data(), sin.data(), RopeStyle::kHalfSplit);  // pair (0, 2) by angle 3
+  REQUIRE(h[0] == Approx(std::cos(3.0f)));
+  REQUIRE(h[2] == Approx(std::sin(3.0f)));
+  std::vector<float> i2 = {0, 0, 1, 0};
+  k.rope(i2.data(), 1, 4, cos.data(), sin.data(), RopeStyle::kInterleaved);  // pair (2, 3) by angle 1.5
+  REQUIRE(i2[2] == Approx(std::cos(1.5f)));
+  REQUIRE(i2[3] == Approx(std::sin(1.5f)));
+  REQUIRE(i2[0] == 0.0f);
   // Attention with one position returns that position's value row.
   std::vector<float> q = {1, 1}, kk = {0.5f, 0.5f}, vv = {7, 9}, scores(1), o(2);
   k.attention(q.data(), 1, kk.data(), vv.data(), DType::kF32, 2, 1, 2, std::sqrt(2.0f), scores.data(), o.data(), false);

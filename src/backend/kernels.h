@@ -46,8 +46,10 @@ struct KernelTable {
                  int64_t row_end);
   // out = x / sqrt(mean(x^2) + eps) * weight (out may alias x).
   void (*rmsnorm)(const float* x, const float* weight, float* out, int64_t n, float eps);
-  // Rotates n_heads heads of head_dim values at position `pos`. inv_freq holds head_dim/2 values.
-  void (*rope)(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style);
+  // Rotates n_heads heads of head_dim values by the position's angles: cos and sin hold head_dim/2
+  // values each (RopeAngles, backend/rope_angles.h). Pair i of a head (x_a, x_b) becomes
+  // (x_a * cos[i] - x_b * sin[i], x_a * sin[i] + x_b * cos[i]), each product rounded (no FMA).
+  void (*rope)(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style);
   // In-place softmax over n values (max-subtracted; each exp divided by the sum).
   void (*softmax)(float* x, int64_t n);
   // gate[i] = silu(gate[i]) * up[i].

@@ -117,13 +117,12 @@ void rmsnorm__ref(const float* x, const float* weight, float* out, int64_t n, fl
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (inv * x[i]);
 }
 
-void rope__ref(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style) {
+void rope__ref(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style) {
   const int64_t half = head_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(pos) * inv_freq[i];
-      const float c = std::cos(angle), s = std::sin(angle);
+      const float c = cos[i], s = sin[i];
       const int64_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
       const int64_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
       const float v0 = v[a], v1 = v[b];

@@ -370,46 +370,34 @@ void rmsnorm__neon(const float* x, const float* weight, float* out, int64_t n, f
   for (; i < n; ++i) out[i] = weight[i] * (inv * x[i]);
 }
 
-void rope__neon(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style) {
+void rope__neon(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style) {
   const int64_t half = head_dim / 2;
-  // cos and sin of each pair's angle, computed once for all heads, in chunks that fit the stack.
-  constexpr int64_t kChunk = 64;
-  float cosines[kChunk], sines[kChunk];
-  for (int64_t start = 0; start < half; start += kChunk) {
-    const int64_t count = half - start < kChunk ? half - start : kChunk;
-    for (int64_t i = 0; i < count; ++i) {
-      const float angle = static_cast<float>(pos) * inv_freq[start + i];
-      cosines[i] = std::cos(angle);
-      sines[i] = std::sin(angle);
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    int64_t i = 0;
+    // v0 * c - v1 * s and v0 * s + v1 * c, rounded as the reference does (no FMA).
+    for (; i + 4 <= half; i += 4) {
+      const float32x4_t c = vld1q_f32(cos + i), s = vld1q_f32(sin + i);
+      if (style == RopeStyle::kInterleaved) {
+        float32x4x2_t p = vld2q_f32(v + 2 * i);
+        const float32x4_t v0 = p.val[0], v1 = p.val[1];
+        p.val[0] = vsubq_f32(vmulq_f32(v0, c), vmulq_f32(v1, s));
+        p.val[1] = vaddq_f32(vmulq_f32(v0, s), vmulq_f32(v1, c));
+        vst2q_f32(v + 2 * i, p);
+      } else {
+        float* a = v + i;
+        float* b = a + half;
+        const float32x4_t v0 = vld1q_f32(a), v1 = vld1q_f32(b);
+        vst1q_f32(a, vsubq_f32(vmulq_f32(v0, c), vmulq_f32(v1, s)));
+        vst1q_f32(b, vaddq_f32(vmulq_f32(v0, s), vmulq_f32(v1, c)));
+      }
     }
-    for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + h * head_dim;
-      int64_t i = 0;
-      // v0 * c - v1 * s and v0 * s + v1 * c, rounded as the reference does (no FMA).
-      for (; i + 4 <= count; i += 4) {
-        const float32x4_t c = vld1q_f32(cosines + i), s = vld1q_f32(sines + i);
-        if (style == RopeStyle::kInterleaved) {
-          float32x4x2_t p = vld2q_f32(v + 2 * (start + i));
-          const float32x4_t v0 = p.val[0], v1 = p.val[1];
-          p.val[0] = vsubq_f32(vmulq_f32(v0, c), vmulq_f32(v1, s));
-          p.val[1] = vaddq_f32(vmulq_f32(v0, s), vmulq_f32(v1, c));
-          vst2q_f32(v + 2 * (start + i), p);
-        } else {
-          float* a = v + start + i;
-          float* b = a + half;
-          const float32x4_t v0 = vld1q_f32(a), v1 = vld1q_f32(b);
-          vst1q_f32(a, vsubq_f32(vmulq_f32(v0, c), vmulq_f32(v1, s)));
-          vst1q_f32(b, vaddq_f32(vmulq_f32(v0, s), vmulq_f32(v1, c)));
-        }
-      }
-      for (; i < count; ++i) {
-        const int64_t j = start + i;
-        const int64_t a = style == RopeStyle::kInterleaved ? 2 * j : j;
-        const int64_t b = style == RopeStyle::kInterleaved ? 2 * j + 1 : j + half;
-        const float v0 = v[a], v1 = v[b];
-        v[a] = v0 * cosines[i] - v1 * sines[i];
-        v[b] = v0 * sines[i] + v1 * cosines[i];
-      }
+    for (; i < half; ++i) {
+      const int64_t a = style == RopeStyle::kInterleaved ? 2 * i : i;
+      const int64_t b = style == RopeStyle::kInterleaved ? 2 * i + 1 : i + half;
+      const float v0 = v[a], v1 = v[b];
+      v[a] = v0 * cos[i] - v1 * sin[i];
+      v[b] = v0 * sin[i] + v1 * cos[i];
     }
   }
 }

@@ -14,7 +14,7 @@ void quantize_q8_0__neon(const float* x, BlockQ8_0* out, int64_t n);
 void matmul_float__neon(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                         int64_t row_end);
 void rmsnorm__neon(const float* x, const float* weight, float* out, int64_t n, float eps);
-void rope__neon(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style);
+void rope__neon(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style);
 void softmax__neon(float* x, int64_t n);
 void silu_mul__neon(float* gate, const float* up, int64_t n);
 void attention__neon(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,

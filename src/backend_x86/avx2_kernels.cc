@@ -1216,61 +1216,53 @@ void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DT
   }
 }
 
-// cos and sin of each pair's angle once for all heads (the reference recomputes them per head,
-// which was most of decode's non-matrix time), then 8 pairs per step. Products and sums rounded as
-// the reference rounds them (no FMA), so the result is identical.
-void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style) {
+// 8 pairs per step. Products and sums rounded as the reference rounds them (no FMA), so the result
+// is identical.
+void Rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style) {
   const int64_t half = head_dim / 2;
+  if (style == RopeStyle::kHalfSplit) {
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* a = x + h * head_dim;
+      float* b = a + half;
+      int64_t i = 0;
+      for (; i + 8 <= half; i += 8) {
+        const __m256 c = _mm256_loadu_ps(cos + i), sn = _mm256_loadu_ps(sin + i);
+        const __m256 v0 = _mm256_loadu_ps(a + i), v1 = _mm256_loadu_ps(b + i);
+        _mm256_storeu_ps(a + i, _mm256_sub_ps(_mm256_mul_ps(v0, c), _mm256_mul_ps(v1, sn)));
+        _mm256_storeu_ps(b + i, _mm256_add_ps(_mm256_mul_ps(v0, sn), _mm256_mul_ps(v1, c)));
+      }
+      for (; i < half; ++i) {
+        const float v0 = a[i], v1 = b[i];
+        a[i] = v0 * cos[i] - v1 * sin[i];
+        b[i] = v0 * sin[i] + v1 * cos[i];
+      }
+    }
+    return;
+  }
+  // Interleaved pairs sit side by side, so each cos/sin is stored twice (sin negated for the even
+  // element), a chunk at a time: x' = x * cos + swap_pairs(x) * (-sin, sin).
   constexpr int64_t kChunk = 64;
-  // Interleaved pairs sit side by side, so there each cos/sin is stored twice (sin negated for the
-  // even element): x' = x * cos + swap_pairs(x) * (-sin, sin).
   alignas(32) float cosines[2 * kChunk], sines[2 * kChunk];
-  const bool interleaved = style == RopeStyle::kInterleaved;
   for (int64_t start = 0; start < half; start += kChunk) {
     const int64_t count = std::min(kChunk, half - start);
     for (int64_t i = 0; i < count; ++i) {
-      const float angle = static_cast<float>(pos) * inv_freq[start + i];
-      const float c = std::cos(angle), sn = std::sin(angle);
-      if (interleaved) {
-        cosines[2 * i] = cosines[2 * i + 1] = c;
-        sines[2 * i] = -sn;
-        sines[2 * i + 1] = sn;
-      } else {
-        cosines[i] = c;
-        sines[i] = sn;
-      }
+      cosines[2 * i] = cosines[2 * i + 1] = cos[start + i];
+      sines[2 * i] = -sin[start + i];
+      sines[2 * i + 1] = sin[start + i];
     }
     for (int64_t h = 0; h < n_heads; ++h) {
-      float* v = x + h * head_dim;
-      if (interleaved) {
-        float* p = v + 2 * start;
-        int64_t i = 0;
-        for (; i + 8 <= 2 * count; i += 8) {
-          const __m256 xv = _mm256_loadu_ps(p + i);
-          const __m256 swapped = _mm256_permute_ps(xv, 0xB1);  // (x1, x0, x3, x2, ...)
-          _mm256_storeu_ps(p + i, _mm256_add_ps(_mm256_mul_ps(xv, _mm256_load_ps(cosines + i)),
-                                                _mm256_mul_ps(swapped, _mm256_load_ps(sines + i))));
-        }
-        for (; i < 2 * count; i += 2) {
-          const float v0 = p[i], v1 = p[i + 1];
-          p[i] = v0 * cosines[i] - v1 * sines[i + 1];
-          p[i + 1] = v0 * sines[i + 1] + v1 * cosines[i];
-        }
-      } else {
-        float* a = v + start;
-        float* b = a + half;
-        int64_t i = 0;
-        for (; i + 8 <= count; i += 8) {
-          const __m256 c = _mm256_load_ps(cosines + i), sn = _mm256_load_ps(sines + i);
-          const __m256 v0 = _mm256_loadu_ps(a + i), v1 = _mm256_loadu_ps(b + i);
-          _mm256_storeu_ps(a + i, _mm256_sub_ps(_mm256_mul_ps(v0, c), _mm256_mul_ps(v1, sn)));
-          _mm256_storeu_ps(b + i, _mm256_add_ps(_mm256_mul_ps(v0, sn), _mm256_mul_ps(v1, c)));
-        }
-        for (; i < count; ++i) {
-          const float v0 = a[i], v1 = b[i];
-          a[i] = v0 * cosines[i] - v1 * sines[i];
-          b[i] = v0 * sines[i] + v1 * cosines[i];
-        }
+      float* p = x + h * head_dim + 2 * start;
+      int64_t i = 0;
+      for (; i + 8 <= 2 * count; i += 8) {
+        const __m256 xv = _mm256_loadu_ps(p + i);
+        const __m256 swapped = _mm256_permute_ps(xv, 0xB1);  // (x1, x0, x3, x2, ...)
+        _mm256_storeu_ps(p + i, _mm256_add_ps(_mm256_mul_ps(xv, _mm256_load_ps(cosines + i)),
+                                              _mm256_mul_ps(swapped, _mm256_load_ps(sines + i))));
+      }
+      for (; i < 2 * count; i += 2) {
+        const float v0 = p[i], v1 = p[i + 1];
+        p[i] = v0 * cosines[i] - v1 * sines[i + 1];
+        p[i + 1] = v0 * sines[i + 1] + v1 * cosines[i];
       }
     }
   }

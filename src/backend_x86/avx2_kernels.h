@@ -10,7 +10,7 @@ namespace kestrel::avx2 {
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
 void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
-void Rope(float* x, int64_t n_heads, int64_t head_dim, int64_t pos, const float* inv_freq, RopeStyle style);
+void Rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style);
 void Softmax(float* x, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "backend/q8_0_summary.h"
+#include "backend/rope_angles.h"
 
 namespace kestrel {
 namespace {
@@ -94,6 +95,8 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   gate_.resize(b * c.ffn_dim);
   up_.resize(b * c.ffn_dim);
   logits_.resize(static_cast<size_t>(c.vocab_size));
+  rope_cos_.resize(b * static_cast<size_t>(c.head_dim / 2));
+  rope_sin_.resize(rope_cos_.size());
   scores_.resize(static_cast<size_t>(n_threads) * kTokensPerAttentionCall * (c.n_heads / c.n_kv_heads) *
                  context_length_);
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
@@ -314,6 +317,11 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   auto other_done = [&] { timings_.role_seconds[static_cast<size_t>(TimingRole::kOther)] += Since(other_start); };
 
   for (int32_t t = 0; t < n; ++t) k.embedding_row(model_.token_embeddings(), tokens[t], x_.data() + t * dim);
+  // Each token's RoPE angles, once for all layers and for its query and key heads.
+  const int64_t half = hd / 2;
+  for (int32_t t = 0; t < n; ++t) {
+    RopeAngles(pos0 + t, model_.rope_inv_freq().data(), half, rope_cos_.data() + t * half, rope_sin_.data() + t * half);
+  }
   other_done();
 
   for (int layer = 0; layer < c.n_layers; ++layer) {
@@ -347,8 +355,10 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
           for (int32_t h = 0; h < c.n_heads; ++h) k.rmsnorm(q + h * hd, w.q_norm, q + h * hd, hd, c.norm_eps);
           for (int32_t h = 0; h < c.n_kv_heads; ++h) k.rmsnorm(kk + h * hd, w.k_norm, kk + h * hd, hd, c.norm_eps);
         }
-        k.rope(q, c.n_heads, hd, pos0 + t, model_.rope_inv_freq().data(), c.rope_style);
-        k.rope(kk, c.n_kv_heads, hd, pos0 + t, model_.rope_inv_freq().data(), c.rope_style);
+        const float* cos = rope_cos_.data() + t * half;
+        const float* sin = rope_sin_.data() + t * half;
+        k.rope(q, c.n_heads, hd, cos, sin, c.rope_style);
+        k.rope(kk, c.n_kv_heads, hd, cos, sin, c.rope_style);
         for (int32_t h = 0; h < c.n_kv_heads; ++h) {
           const size_t at = (static_cast<size_t>(h) * context_length_ + pos0 + t) * hd;
           const float* kh = kk + h * hd;

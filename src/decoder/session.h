@@ -127,6 +127,7 @@ class Session {
   bool dump_logits_ = false;
 
   std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_, scores_;
+  std::vector<float> rope_cos_, rope_sin_;  // per token of a Forward: its position's RoPE angles
   std::vector<BlockQ8_0> qx_;
   std::vector<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
   std::vector<float> qx_scales_;
