@@ -315,6 +315,42 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
         REQUIRE(std::memcmp(qa.data(), qe.data(), qa.size() * sizeof(BlockQ8_0)) == 0);
       }
     }
+    // Activation quantization over block counts around the kernels' groups of blocks (8 for
+    // avx512_vnni), with blocks that test its arithmetic: all zero (d = 0), halves exactly between
+    // two quants of either sign (lround goes away from zero), tiny (subnormal fp16 d) and huge
+    // (d beyond fp16: inf) magnitudes, and random ones of varied scale.
+    for (int64_t blocks : {1, 2, 7, 8, 9, 15, 16, 17, 33}) {
+      INFO(b->name << " quantize_q8_0 blocks=" << blocks);
+      auto x = RandomVector(static_cast<size_t>(blocks * 32), static_cast<uint32_t>(blocks), 1.0f);
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        float* v = x.data() + blk * 32;
+        switch (blk % 6) {
+          case 0:
+            for (int i = 0; i < 32; ++i) v[i] = 0.0f;
+            break;
+          case 1:  // amax 127: d = 1, so every x * id is x itself, on a tie
+            for (int i = 0; i < 32; ++i) v[i] = (i % 2 == 0 ? 1.0f : -1.0f) * (static_cast<float>(i) + 0.5f);
+            v[31] = 127.0f;
+            break;
+          case 2:
+            for (int i = 0; i < 32; ++i) v[i] *= 1e-6f;
+            break;
+          case 3:
+            for (int i = 0; i < 32; ++i) v[i] *= 1e7f;
+            break;
+          default:
+            for (int i = 0; i < 32; ++i) v[i] *= static_cast<float>(blk + 1);
+        }
+      }
+      std::vector<BlockQ8_0> qa(static_cast<size_t>(blocks)), qe(static_cast<size_t>(blocks));
+      k.quantize_q8_0(x.data(), qa.data(), blocks * 32);
+      ref.kernels->quantize_q8_0(x.data(), qe.data(), blocks * 32);
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        INFO("block " << blk);
+        REQUIRE(qa[blk].d == qe[blk].d);
+        REQUIRE(std::memcmp(qa[blk].qs, qe[blk].qs, 32) == 0);
+      }
+    }
     for (RopeStyle style : {RopeStyle::kInterleaved, RopeStyle::kHalfSplit}) {
       for (int64_t head_dim : {2, 8, 18, 34, 64, 128, 160, 256}) {
         std::vector<float> inv_freq(head_dim / 2);

@@ -63,23 +63,7 @@ struct KvRows {
 // registers packed side by side: 128-bit lanes, then lanes again, then within lanes; then one
 // permutation puts the sums in order.
 inline __m256 Sum8(const __m512* a) {
-  __m512 x[4];
-  for (int i = 0; i < 4; ++i) {  // lanes 0-1: a[2i]'s two halves added, lanes 2-3: a[2i + 1]'s
-    x[i] = _mm512_add_ps(ShuffleLanes<_MM_SHUFFLE(1, 0, 1, 0)>(a[2 * i], a[2 * i + 1]),
-                         ShuffleLanes<_MM_SHUFFLE(3, 2, 3, 2)>(a[2 * i], a[2 * i + 1]));
-  }
-  // Lane L of y[0] holds four partial sums of a[L], of y[1] those of a[4 + L].
-  const __m512 y[2] = {
-      _mm512_add_ps(ShuffleLanes<_MM_SHUFFLE(2, 0, 2, 0)>(x[0], x[1]),
-                    ShuffleLanes<_MM_SHUFFLE(3, 1, 3, 1)>(x[0], x[1])),
-      _mm512_add_ps(ShuffleLanes<_MM_SHUFFLE(2, 0, 2, 0)>(x[2], x[3]),
-                    ShuffleLanes<_MM_SHUFFLE(3, 1, 3, 1)>(x[2], x[3])),
-  };
-  // Within lane L: two partials of a[L] and two of a[4 + L], then elements 0 and 1 the sums.
-  const __m512 z = _mm512_add_ps(_mm512_unpacklo_ps(y[0], y[1]), _mm512_unpackhi_ps(y[0], y[1]));
-  const __m512 w = _mm512_add_ps(z, _mm512_shuffle_ps(z, z, _MM_SHUFFLE(1, 0, 3, 2)));
-  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
-  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, w));
+  return Reduce8(a, [](__m512 x, __m512 y) { return _mm512_add_ps(x, y); });
 }
 
 // Scores of NQ query vectors q[0..NQ-1] (heads of one token, or of two tokens) into s[0..NQ-1]

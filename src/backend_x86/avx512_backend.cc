@@ -35,14 +35,15 @@ bool Supported() {
 }
 
 const KernelTable& Table() {
-  // The matmul, attention, softmax and SiLU gating have AVX-512 versions; the rest are the AVX2
-  // kernels.
+  // The matmul, attention, softmax, SiLU gating and activation quantization have AVX-512
+  // versions; the rest are the AVX2 kernels.
   static const KernelTable table = [] {
     KernelTable t = *avx2::GetBackend().kernels;
     t.matmul = Matmul;
     t.attention = Attention;
     t.attention_tokens = AttentionTokens;
     t.softmax = Softmax;
+    t.quantize_q8_0 = QuantizeQ8_0;
     t.silu_mul = SiluMul;
     return t;
   }();

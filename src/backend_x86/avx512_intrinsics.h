@@ -67,6 +67,19 @@ inline __m512 ShuffleLanes(__m512 a, __m512 b) {
 #endif
 }
 
+// 16 floats to int32, truncated (VCVTTPS2DQ; SIMDe 0.7.4 lacks the 512-bit form, so its build
+// converts two 256-bit halves).
+inline __m512i TruncateToInt(__m512 v) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m256i lo = _mm256_cvttps_epi32(_mm512_castps512_ps256(v));
+  const __m256i hi = _mm256_cvttps_epi32(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(bits, 1)));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+#else
+  return _mm512_cvttps_epi32(v);
+#endif
+}
+
 // The sum of a's 16 elements.
 inline float Sum16(__m512 a) {
   const __m256 h =
@@ -75,6 +88,27 @@ inline float Sum16(__m512 a) {
   x = _mm_add_ps(x, _mm_movehl_ps(x, x));
   x = _mm_add_ss(x, _mm_movehdup_ps(x));
   return _mm_cvtss_f32(x);
+}
+
+// Eight horizontal reductions at once: lane i of the result is op folded over a[i]'s 16 elements
+// (op: add, max, ... of two __m512), by one transposing tree instead of eight separate ones.
+template <typename Op>
+inline __m256 Reduce8(const __m512* a, Op op) {
+  __m512 x[4];
+  for (int i = 0; i < 4; ++i) {  // lanes 0-1: a[2i]'s two halves combined, lanes 2-3: a[2i + 1]'s
+    x[i] = op(ShuffleLanes<_MM_SHUFFLE(1, 0, 1, 0)>(a[2 * i], a[2 * i + 1]),
+              ShuffleLanes<_MM_SHUFFLE(3, 2, 3, 2)>(a[2 * i], a[2 * i + 1]));
+  }
+  // Lane L of y[0] holds four partials of a[L], of y[1] those of a[4 + L].
+  const __m512 y[2] = {
+      op(ShuffleLanes<_MM_SHUFFLE(2, 0, 2, 0)>(x[0], x[1]), ShuffleLanes<_MM_SHUFFLE(3, 1, 3, 1)>(x[0], x[1])),
+      op(ShuffleLanes<_MM_SHUFFLE(2, 0, 2, 0)>(x[2], x[3]), ShuffleLanes<_MM_SHUFFLE(3, 1, 3, 1)>(x[2], x[3])),
+  };
+  // Within lane L: two partials of a[L] and two of a[4 + L], then elements 0 and 1 the results.
+  const __m512 z = op(_mm512_unpacklo_ps(y[0], y[1]), _mm512_unpackhi_ps(y[0], y[1]));
+  const __m512 w = op(z, _mm512_shuffle_ps(z, z, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castps512_ps256(_mm512_permutexvar_ps(order, w));
 }
 
 }  // namespace

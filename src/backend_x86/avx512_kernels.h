@@ -18,6 +18,7 @@ void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t
                      float* scores, float* out, int64_t out_stride);
 // avx512_activations.cc.
 void Softmax(float* x, int64_t n);
+void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 
 }  // namespace kestrel::avx512_vnni
@@ -37,6 +38,7 @@ void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t
                      float* scores, float* out, int64_t out_stride);
 // avx512_activations.cc.
 void Softmax(float* x, int64_t n);
+void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 
 }  // namespace kestrel::avx512_vnni_simde

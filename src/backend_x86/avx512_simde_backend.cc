@@ -23,6 +23,7 @@ const KernelTable& Table() {
     t.attention = Attention;
     t.attention_tokens = AttentionTokens;
     t.softmax = Softmax;
+    t.quantize_q8_0 = QuantizeQ8_0;
     t.silu_mul = SiluMul;
     return t;
   }();
