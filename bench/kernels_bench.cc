@@ -105,6 +105,29 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
   FasterPath::ForceForTesting(-1);
 }
 
+// Decode's down projection (6144 columns, 2048 rows) as the session runs it: one token, in chunks
+// of 128 rows (two threads' share of 8 chunks each), from memory: 16 copies stacked (113 MB in
+// Q4_0) taken in turn. forced_path as in BenchMatmul.
+void BenchDownChunks(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int forced_path) {
+  constexpr int64_t kColumns = 6144, kRows = 2048, kCopies = 16, kChunk = 128;
+  const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, 1, true);
+  FasterPath::ForceForTesting(forced_path);
+  const Activations x{f.x.data(), f.xq.data(), 1, kColumns, f.xq_sums.data(), f.xq_scales.data()};
+  std::vector<float> y(kRows * kCopies);
+  int64_t copy = 0;
+  for (auto _ : state) {
+    const int64_t first = (copy++ % kCopies) * kRows;
+    for (int64_t r = first; r < first + kRows; r += kChunk)
+      b->kernels->matmul(f.view, x, y.data(), kRows, r, r + kChunk);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(f.bytes.size()) / kCopies;
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * bytes / 1e9, benchmark::Counter::kIsRate);
+  FasterPath::ForceForTesting(-1);
+}
+
 // Portable code (not a kernel table entry): the session runs it once per quantized input.
 void BenchSummarize(benchmark::State& state, int64_t n) {
   std::vector<float> x(n);
@@ -303,6 +326,13 @@ void RegisterAll() {
           benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/path" + std::to_string(path)).c_str(),
                                        BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path, true)
               ->Unit(benchmark::kMillisecond);
+        }
+        for (int path = -1; path < FasterPath::kMaxPaths; ++path) {
+          benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/6144x2048/chunks_from_memory" +
+                                        (path < 0 ? "" : "/path" + std::to_string(path)))
+                                           .c_str(),
+                                       BenchDownChunks, b, c.dtype, c.layout, path)
+              ->Unit(benchmark::kMicrosecond);
         }
         // The same bytes on 4 KiB pages, beside the huge-page case (bench/README.md, fifth Zen 5 session).
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/small-pages").c_str(), BenchMatmul, b,
