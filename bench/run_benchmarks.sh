@@ -16,7 +16,7 @@ done
 # The test-only avx512_vnni_simde backend (an emulation) is left out: its timings mean nothing.
 echo "## kernels"
 "$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
-  --benchmark_filter='^(generic|avx2|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^(avx2|avx512_vnni|neon|neon_dotprod)/gemv_.*151936|thread_pool'
+  --benchmark_filter='^(generic|avx2|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^(avx2|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|chunks_from_memory)|thread_pool'
 if [ -x "$build/bench/kestrel-x86-issue-rates" ]; then
   echo "## x86 issue rates (the AVX2 Q4_0 kernel's ceiling)"
   "$build/bench/kestrel-x86-issue-rates"
