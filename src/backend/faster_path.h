@@ -26,19 +26,22 @@ namespace kestrel {
 // guarded initialization would need exception-handling data in those units.
 class FasterPath {
  public:
-  // Durations in the unit of the times passed in (nanoseconds below); 0 < slice, trial <= period.
-  // constexpr, so that a FasterPath at namespace scope is initialized without running code.
-  constexpr explicit FasterPath(int64_t period = 128'000'000, int64_t trial = 8'000'000, int64_t slice = 500'000,
-                                int paths = 2)
+  static constexpr int kMaxPaths = 3;
+  // The defaults, in nanoseconds: a decision every 128 ms from the last 8 ms, in 0.5 ms slices.
+  static constexpr int64_t kPeriod = 128'000'000, kTrial = 8'000'000, kSlice = 500'000;
+
+  // Durations in the unit of the times passed in (nanoseconds for the defaults); 0 < slice,
+  // trial <= period; `paths` is clamped to 2 .. kMaxPaths. constexpr, so that a FasterPath at
+  // namespace scope is initialized without running code.
+  constexpr explicit FasterPath(int64_t period = kPeriod, int64_t trial = kTrial, int64_t slice = kSlice, int paths = 2)
       : period_(period),
         trial_(trial),
         slice_(slice),
         paths_(paths < 2           ? 2
                : paths > kMaxPaths ? kMaxPaths
                                    : paths) {}
-  static constexpr int kMaxPaths = 3;
-  // The defaults above, choosing among `paths` (2 .. kMaxPaths) paths.
-  static constexpr FasterPath Among(int paths) { return FasterPath(128'000'000, 8'000'000, 500'000, paths); }
+  // The default durations, choosing among `paths` paths.
+  static constexpr FasterPath Among(int paths) { return FasterPath(kPeriod, kTrial, kSlice, paths); }
 
   struct Choice {
     int path;       // 0 .. paths - 1
