@@ -181,21 +181,27 @@ absl::Status Session::Eval(const int32_t* tokens, size_t n, bool decode) {
   return absl::OkStatus();
 }
 
-void Session::PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize) {
-  PrepareInput(x, nullptr, n, columns, quantize);
+void Session::PrepareInput(float* x, int32_t n, int64_t columns, bool quantize, RowStep step) {
+  PrepareInput(x, nullptr, n, columns, quantize, step);
 }
 
-void Session::PrepareInput(const float* x, const float* norm, int32_t n, int64_t columns, bool quantize) {
+void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t columns, bool quantize, RowStep step) {
   const KernelTable& k = *model_.backend().kernels;
   const float* input = norm != nullptr ? xn_.data() : x;
   input_ = Activations{input, nullptr, n, columns};
-  if (norm == nullptr && !quantize) return;
+  if (norm == nullptr && !quantize && step == RowStep::kNone) return;
   const int64_t blocks = columns / kQuantBlockSize;
   auto job = [&](int i, int parts) {
     const auto [begin, end] = SplitRange(n, i, parts, 1);
     for (int64_t t = begin; t < end; ++t) {
-      if (norm != nullptr)
-        k.rmsnorm(x + t * columns, norm, xn_.data() + t * columns, columns, model_.config().norm_eps);
+      float* row = x + t * columns;
+      if (step == RowStep::kAddResidual) {
+        const float* y = proj_.data() + t * columns;
+        for (int64_t e = 0; e < columns; ++e) row[e] += y[e];
+      } else if (step == RowStep::kSiluGate) {
+        k.silu_mul(row, up_.data() + t * columns, columns);
+      }
+      if (norm != nullptr) k.rmsnorm(row, norm, xn_.data() + t * columns, columns, model_.config().norm_eps);
       if (quantize) k.quantize_q8_0(input + t * columns, qx_.data() + t * blocks, columns);
     }
     if (quantize) {
@@ -209,23 +215,6 @@ void Session::PrepareInput(const float* x, const float* norm, int32_t n, int64_t
     input_.q8_0_sums = qx_sums_.data();
     input_.q8_0_scales = qx_scales_.data();
   }
-}
-
-void Session::AddRows(float* x, const float* y, int32_t n, int64_t columns) {
-  auto job = [&](int i, int parts) {
-    const auto [begin, end] = SplitRange(n, i, parts, 1);
-    for (int64_t e = begin * columns; e < end * columns; ++e) x[e] += y[e];
-  };
-  Spread(int64_t{n} * columns * 4, job);
-}
-
-void Session::SiluMulRows(int32_t n, int64_t columns) {
-  const KernelTable& k = *model_.backend().kernels;
-  auto job = [&](int i, int parts) {
-    const auto [begin, end] = SplitRange(n, i, parts, 1);
-    if (begin < end) k.silu_mul(gate_.data() + begin * columns, up_.data() + begin * columns, (end - begin) * columns);
-  };
-  Spread(int64_t{n} * columns * 4, job);
 }
 
 void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
@@ -327,8 +316,11 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   for (int layer = 0; layer < c.n_layers; ++layer) {
     const LayerWeights& w = model_.layers()[layer];
     other_start = Clock::now();
+    // From the second layer on, the previous layer's FFN residual is added in the same pass.
     PrepareInput(x_.data(), w.attn_norm, n, dim,
-                 IsBlockQuantized(w.q.dtype) || IsBlockQuantized(w.k.dtype) || IsBlockQuantized(w.v.dtype));
+                 IsBlockQuantized(w.q.dtype) || IsBlockQuantized(w.k.dtype) || IsBlockQuantized(w.v.dtype),
+                 layer > 0 ? RowStep::kAddResidual : RowStep::kNone);
+    if (layer > 0) ReportStats(layer - 1, "ffn", x_.data() + (n - 1) * dim, pos0 + n - 1);
     other_done();
     const LinearOutput qkv[] = {{&w.q, q_.data()}, {&w.k, k_.data()}, {&w.v, v_.data()}};
     Linear(qkv, 3, n, TimingRole::kQkv);
@@ -415,24 +407,25 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     Linear(w.attn_output, n, proj_.data(), TimingRole::kAttentionOutput);
     if (auto s = CheckFinite(proj_.data(), n * dim, layer, "attn_output matmul"); !s.ok()) return s;
     other_start = Clock::now();
-    AddRows(x_.data(), proj_.data(), n, dim);
+    PrepareInput(x_.data(), w.ffn_norm, n, dim, IsBlockQuantized(w.gate.dtype) || IsBlockQuantized(w.up.dtype),
+                 RowStep::kAddResidual);
     ReportStats(layer, "attention", x_.data() + (n - 1) * dim, pos0 + n - 1);
-
-    PrepareInput(x_.data(), w.ffn_norm, n, dim, IsBlockQuantized(w.gate.dtype) || IsBlockQuantized(w.up.dtype));
     other_done();
     const LinearOutput gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
     Linear(gate_up, 2, n, TimingRole::kGateUp);
     if (auto s = CheckFinite(gate_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_gate matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(up_.data(), int64_t{n} * c.ffn_dim, layer, "ffn_up matmul"); !s.ok()) return s;
     other_start = Clock::now();
-    SiluMulRows(n, c.ffn_dim);
-    PrepareInput(gate_.data(), n, c.ffn_dim, IsBlockQuantized(w.down.dtype));
+    PrepareInput(gate_.data(), n, c.ffn_dim, IsBlockQuantized(w.down.dtype), RowStep::kSiluGate);
     other_done();
     Linear(w.down, n, proj_.data(), TimingRole::kDown);
     if (auto s = CheckFinite(proj_.data(), n * dim, layer, "ffn_down matmul"); !s.ok()) return s;
+  }
+  // The last layer's FFN residual (the others' went into the next layer's first pass).
+  if (c.n_layers > 0) {
     other_start = Clock::now();
-    AddRows(x_.data(), proj_.data(), n, dim);
-    ReportStats(layer, "ffn", x_.data() + (n - 1) * dim, pos0 + n - 1);
+    PrepareInput(x_.data(), n, dim, /*quantize=*/false, RowStep::kAddResidual);
+    ReportStats(c.n_layers - 1, "ffn", x_.data() + (n - 1) * dim, pos0 + n - 1);
     other_done();
   }
   position_ += n;

@@ -103,14 +103,21 @@ class Session {
       job(0, 1);
     }
   }
-  // The input of the next products: x itself, or with `norm`, RMSNorm(x) with that weight (into
-  // xn_); quantized to Q8_0 blocks when `quantize`. Spread over the pool by tokens for prefill.
-  void PrepareInput(const float* x, int32_t n, int64_t columns, bool quantize);
-  void PrepareInput(const float* x, const float* norm, int32_t n, int64_t columns, bool quantize);
-  // x += y over n rows of `columns` (the residual connections), spread over the pool for prefill.
-  void AddRows(float* x, const float* y, int32_t n, int64_t columns);
-  // gate_ = silu(gate_) * up_ for n rows of `columns`, spread over the pool for prefill.
-  void SiluMulRows(int32_t n, int64_t columns);
+  // What PrepareInput first does to each of its rows, in the same pass. Row by row, so a kernel's
+  // tail handling falls on the same elements whatever the thread count or batching (SiLU over a
+  // thread's whole span made AVX2 logits depend on the thread count); one pool job instead of two
+  // (no speed change measured, bench/README.md).
+  enum class RowStep {
+    kNone,
+    kAddResidual,  // x += proj_ (a residual connection; x is x_)
+    kSiluGate,     // x = silu(x) * up_ (x is gate_)
+  };
+  // The input of the next products: x itself (after `step`), or with `norm`, RMSNorm(x) with that
+  // weight (into xn_); quantized to Q8_0 blocks when `quantize`. Spread over the pool by tokens for
+  // prefill.
+  void PrepareInput(float* x, int32_t n, int64_t columns, bool quantize, RowStep step = RowStep::kNone);
+  void PrepareInput(float* x, const float* norm, int32_t n, int64_t columns, bool quantize,
+                    RowStep step = RowStep::kNone);
   absl::Status CheckFinite(const float* values, int64_t count, int layer, const char* op) const;
   void ReportStats(int layer, const char* stage, const float* x, int32_t position) const;
 
