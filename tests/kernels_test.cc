@@ -308,6 +308,14 @@ TEST_CASE("every backend's elementwise kernels match the generic reference", "[k
       k.silu_mul(a.data(), w.data(), n);
       ref.kernels->silu_mul(e.data(), w.data(), n);
       for (int64_t i = 0; i < n; ++i) REQUIRE(a[i] == Approx(e[i]).epsilon(1e-5).margin(1e-6));
+      // Elementwise means each element's result does not depend on the call it is in: the same
+      // values gated in pieces (a short first call, the rest in one) equal the whole call, bit for
+      // bit (the session gates a row at a time, decode one row, prefill many).
+      std::vector<float> pieces = x;
+      const int64_t first = n < 3 ? n : 3;
+      k.silu_mul(pieces.data(), w.data(), first);
+      k.silu_mul(pieces.data() + first, w.data() + first, n - first);
+      REQUIRE(std::memcmp(pieces.data(), a.data(), static_cast<size_t>(n) * sizeof(float)) == 0);
       if (n % 32 == 0) {
         std::vector<BlockQ8_0> qa(n / 32), qe(n / 32);
         k.quantize_q8_0(x.data(), qa.data(), n);

@@ -10,9 +10,10 @@
 // the path with the lowest time per unit of work over the trial becomes the best, and the rest of
 // that period runs it. Threads read the same clock, so threads that share the memory run the same
 // path together. The defaults decide every 128 ms (a few decode tokens); with two paths the other
-// one runs 1/32 of the time, with three the other two 1/24 together. Per call: a clock read (the caller's) and relaxed
-// atomic loads; shared writes only in the trial and once a period. Thread-safe; a call that straddles a period's start
-// counts in the next trial, which only blurs that decision a little.
+// one runs 1/32 of the time, with three the other two 1/24 together. Per call: a clock read (the
+// caller's) and relaxed atomic loads; shared writes only in the trial and once a period.
+// Thread-safe; a call that straddles a period's start counts in the next trial, which only blurs
+// that decision a little.
 #pragma once
 
 #include <atomic>

@@ -1046,15 +1046,21 @@ void Softmax(float* x, int64_t n) {
 void SiluMul(float* gate, const float* up, int64_t n) {
   const __m256 one = _mm256_set1_ps(1.0f);
   const __m256 sign = _mm256_set1_ps(-0.0f);
+  const auto silu_mul = [&](__m256 g, __m256 u) {
+    const __m256 sigmoid = _mm256_div_ps(one, _mm256_add_ps(one, Exp(_mm256_xor_ps(g, sign))));
+    return _mm256_mul_ps(_mm256_mul_ps(g, sigmoid), u);
+  };
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 sigmoid = _mm256_div_ps(one, _mm256_add_ps(one, Exp(_mm256_xor_ps(g, sign))));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_mul_ps(g, sigmoid), _mm256_loadu_ps(up + i)));
+    _mm256_storeu_ps(gate + i, silu_mul(_mm256_loadu_ps(gate + i), _mm256_loadu_ps(up + i)));
   }
-  for (; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g * (1.0f / (1.0f + std::exp(-g))) * up[i];
+  // The tail through the same vector arithmetic (masked), so an element's result does not depend
+  // on where a call ends: a scalar std::exp tail made it depend on how rows were split into calls.
+  if (i < n) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)), lane);
+    const __m256 g = _mm256_maskload_ps(gate + i, mask), u = _mm256_maskload_ps(up + i, mask);
+    _mm256_maskstore_ps(gate + i, mask, silu_mul(g, u));
   }
 }
 
