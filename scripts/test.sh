@@ -17,14 +17,16 @@ cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON -
 cmake --build build-ci -j "$jobs"
 ctest --test-dir build-ci -j "$jobs" --output-on-failure
 
-echo "== AVX-512 instructions only in avx512_vnni code"
+echo "== AVX-512 instructions only in avx512_vnni code, AVX-VNNI only in avx_vnni code"
 # Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
 # belong to the avx512_vnni backend, whose code runs only after its CPUID check (anything else is a
-# SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The AVX-512 units
-# must define no weak (shared inline or template) symbol that the linker could pick for other code,
-# and no static initializer.
+# SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The one exception:
+# the VEX form of VPDPBUSD (AVX-VNNI), in avx_vnni functions only, and nothing else of AVX-512's
+# there. The units compiled with AVX-512 or AVX-VNNI flags must define no weak (shared inline or
+# template) symbol that the linker could pick for other code, and no static initializer.
 objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
   /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
+  /\{vex\} vpdpbusd/ && fn ~ /kestrel::avx_vnni::/ { vex_vnni = 1; next }
   /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])|vpdpbusd/ {
     if (fn ~ /kestrel::avx512_vnni::/) { found = 1; next }
     if (!(fn in seen)) printf "error: AVX-512 instruction in %s\n", fn
@@ -32,11 +34,12 @@ objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
   }
   END {
     if (!found) print "error: no AVX-512 instruction at all in libkestrel.so"
-    exit (bad || !found) ? 1 : 0
+    if (!vex_vnni) print "error: no AVX-VNNI instruction at all in libkestrel.so"
+    exit (bad || !found || !vex_vnni) ? 1 : 0
   }'
-# The units compiled with the AVX-512 flags (their SIMDe twins are named avx512_simde_*).
+# The units compiled with the AVX-512 or AVX-VNNI flags (the SIMDe twins are named avx512_simde_*).
 avx512_objects=()
-for unit in avx512_kernels avx512_attention avx512_activations; do
+for unit in avx512_kernels avx512_attention avx512_activations avx_vnni_kernels; do
   object=$(find build-ci -name "$unit.cc.o" | head -n 1)
   [ -n "$object" ] || { echo "error: no object for $unit.cc in build-ci" >&2; exit 1; }
   avx512_objects+=("$object")
@@ -44,18 +47,18 @@ done
 for avx512_object in "${avx512_objects[@]}"; do
   weak=$(nm -C "$avx512_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
   if [ -n "$weak" ]; then
-    echo "error: the AVX-512 unit $avx512_object defines weak (shared inline/template) symbols:" >&2
+    echo "error: the AVX-512 / AVX-VNNI unit $avx512_object defines weak (shared inline/template) symbols:" >&2
     echo "$weak" >&2
     exit 1
   fi
   # Nor any static initializer: it would run when the library loads, on every CPU.
   if nm "$avx512_object" | grep -q '_GLOBAL__sub_I'; then
-    echo "error: the AVX-512 unit $avx512_object has a static initializer (runs at load on every CPU):" >&2
+    echo "error: the AVX-512 / AVX-VNNI unit $avx512_object has a static initializer (runs at load on every CPU):" >&2
     nm -C "$avx512_object" | grep '_GLOBAL__sub_I' >&2
     exit 1
   fi
 done
-echo "ok: AVX-512 instructions only in avx512_vnni functions; no weak symbols or static initializers in ${avx512_objects[*]}"
+echo "ok: AVX-512 instructions only in avx512_vnni functions, AVX-VNNI only in avx_vnni ones; no weak symbols or static initializers in ${avx512_objects[*]}"
 
 echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole

@@ -13,6 +13,9 @@ const Backend& GetBackend();
 namespace avx2 {
 const Backend& GetBackend();
 }
+namespace avx_vnni {
+const Backend& GetBackend();
+}
 namespace avx512_vnni {
 const Backend& GetBackend();
 }
@@ -36,6 +39,7 @@ const std::vector<const Backend*>& CompiledBackends() {
       &generic::GetBackend(),
 #if defined(KESTREL_WITH_X86)
       &avx2::GetBackend(),
+      &avx_vnni::GetBackend(),
       &avx512_vnni::GetBackend(),
 #endif
 #if defined(KESTREL_WITH_SIMDE_BACKENDS)

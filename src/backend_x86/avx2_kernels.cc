@@ -5,6 +5,12 @@
 // Quantized products vectorize across 8 weight rows: each lane owns one row and accumulates its
 // blocks in ascending order with a separate multiply and add, exactly as the generic reference
 // does, so results are bit-identical. Integer block sums use the maddubs sign trick.
+//
+// avx_vnni_kernels.cc compiles this file a second time with -mavxvnni and KESTREL_AVX2_WITH_VNNI,
+// in its own namespace (the backend "avx_vnni": Intel's client CPUs from Alder Lake on have
+// AVX-VNNI but no AVX-512). There the byte products go through VEX VPDPBUSD, which sums four
+// unsigned-by-signed products into each 32-bit lane in one instruction where AVX2 needs vpmaddubsw
+// and vpmaddwd (and, for Q4_0, int16 adds); the integer sums, and so the results, are the same.
 #include "backend_x86/avx2_kernels.h"
 
 #include <immintrin.h>
@@ -18,7 +24,11 @@
 #include "backend/mca_mark.h"
 #include "backend_x86/exp_polynomial.h"
 
-namespace kestrel::avx2 {
+#ifndef KESTREL_AVX2_NAMESPACE
+#define KESTREL_AVX2_NAMESPACE avx2
+#endif
+
+namespace kestrel::KESTREL_AVX2_NAMESPACE {
 namespace {
 
 constexpr int kRowGroup = 8;    // rows per vector of accumulators
@@ -33,11 +43,28 @@ constexpr int64_t kPlainPrefetchRows = 16;
 
 inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 
+// The byte products every quantized kernel is built from. u holds unsigned bytes, a signed ones.
+#if KESTREL_AVX2_WITH_VNNI
+// s + the sums of the four products u[4i..4i+3] * a[4i..4i+3] in int32 lane i.
+inline __m256i DotU8I8(__m256i s, __m256i u, __m256i a) { return _mm256_dpbusd_avx_epi32(s, u, a); }
+// Q4_0 block sums: int32 lanes throughout (Q4Dot adds into them, Q4Widen has nothing to do).
+inline __m256i Q4Dot(__m256i s, __m256i u, __m256i a) { return _mm256_dpbusd_avx_epi32(s, u, a); }
+inline __m256i Q4Widen(__m256i s) { return s; }
+#else
+inline __m256i DotU8I8(__m256i s, __m256i u, __m256i a) {
+  return _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
+}
+// Q4_0 block sums: pairs of products summed in int16 lanes (nibbles times activations, at most
+// 8 * 2 * 15 * 128 over a block, so they never saturate), widened to int32 once per block.
+inline __m256i Q4Dot(__m256i s16, __m256i u, __m256i a) { return _mm256_add_epi16(s16, _mm256_maddubs_epi16(u, a)); }
+inline __m256i Q4Widen(__m256i s16) { return _mm256_madd_epi16(s16, _mm256_set1_epi16(1)); }
+#endif
+
 // int32 lanes of the 32-element int8 dot product of w and a (a must not hold -128).
 inline __m256i DotI8(__m256i w, __m256i a) {
   const __m256i abs_w = _mm256_sign_epi8(w, w);
   const __m256i signed_a = _mm256_sign_epi8(a, w);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(abs_w, signed_a), _mm256_set1_epi16(1));
+  return DotU8I8(_mm256_setzero_si256(), abs_w, signed_a);
 }
 
 // Lane i of the result is the sum of the 8 lanes of v[i].
@@ -362,10 +389,10 @@ inline void SplitNibbles(__m256i chunk, __m256i nibble, __m256i* lo, __m256i* hi
   *hi = _mm256_and_si256(_mm256_srli_epi16(chunk, 4), nibble);
 }
 
-// One block's end for 8 rows and one token: widen the int16 sums, subtract 8 * sum(a), and add
+// One block's end for 8 rows and one token: widen the sums (Q4Widen), subtract 8 * sum(a), and add
 // float(sum) * (d_w * d_a) to acc with the reference's two roundings.
-inline __m256 AccumulateQ4Block(__m256 acc, __m256i s16, int32_t offset, __m256 w_scale, float a_scale) {
-  const __m256i sums = _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), _mm256_set1_epi32(offset));
+inline __m256 AccumulateQ4Block(__m256 acc, __m256i s, int32_t offset, __m256 w_scale, float a_scale) {
+  const __m256i sums = _mm256_sub_epi32(Q4Widen(s), _mm256_set1_epi32(offset));
   const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(a_scale));
   return _mm256_add_ps(acc, _mm256_mul_ps(_mm256_cvtepi32_ps(sums), scale));
 }
@@ -385,13 +412,12 @@ inline void Q4Tile(const uint8_t* data, int64_t blocks, int64_t row_a, int64_t r
     const __m256 w_scale = _mm256_cvtph_ps(w.scales);
     for (int t = 0; t < T; ++t) {
       const int8_t* q = a[t][b].qs;
-      __m256i s16 = _mm256_maddubs_epi16(lo[0], Broadcast32(q));
-      s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[0], Broadcast32(q + 16)));
-      for (int k = 1; k < 4; ++k) {
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[k], Broadcast32(q + 4 * k)));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[k], Broadcast32(q + 16 + 4 * k)));
+      __m256i s = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        s = Q4Dot(s, lo[k], Broadcast32(q + 4 * k));
+        s = Q4Dot(s, hi[k], Broadcast32(q + 16 + 4 * k));
       }
-      acc[t] = AccumulateQ4Block(acc[t], s16, offset[t][b], w_scale, a_scale[t][b]);
+      acc[t] = AccumulateQ4Block(acc[t], s, offset[t][b], w_scale, a_scale[t][b]);
     }
     KESTREL_MCA_MARK("END", Tiles::kMcaId, T);
   }
@@ -515,20 +541,42 @@ static_assert(sizeof(UnpackedBlock) == 576, "the assembly addresses chunks at 64
   "vpmaddubsw %%ymm13, %%ymm11, %%ymm15\n\t"                      \
   "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                          \
   "vpaddw %%ymm14, %[" #s1 "], %[" #s1 "]\n\t"
+// With AVX-VNNI: s[t][g] (+)= dpbusd(lo[g], a_lo) then dpbusd(hi[g], a_hi), int32 sums zeroed
+// first ({vex}: the AVX-VNNI encoding, not AVX-512's).
+// clang-format off
+#define KQ4_VNNI_ZERO(s) "vpxor %[" #s "], %[" #s "], %[" #s "]\n\t"
+#define KQ4_VNNI_STEP(k, q, s0, s1)                               \
+  KQ4_BROADCAST(k, q)                                             \
+  "%{vex%} vpdpbusd %%ymm12, %%ymm8, %[" #s0 "]\n\t"               \
+  "%{vex%} vpdpbusd %%ymm13, %%ymm9, %[" #s0 "]\n\t"               \
+  "%{vex%} vpdpbusd %%ymm12, %%ymm10, %[" #s1 "]\n\t"              \
+  "%{vex%} vpdpbusd %%ymm13, %%ymm11, %[" #s1 "]\n\t"
+// clang-format on
 #define KQ4_CHUNK(k, STEP) \
   KQ4_CHUNK_LOAD(k) STEP(k, q0, s00, s01) STEP(k, q1, s10, s11) STEP(k, q2, s20, s21) STEP(k, q3, s30, s31)
 
-// s[t][g]: the int16 sums of unpacked block u (g = rows 0-7, 8-15) against token t's block q[t],
-// before widening.
+// s[t][g]: the sums of unpacked block u (g = rows 0-7, 8-15) against token t's block q[t], before
+// widening (Q4Widen).
 inline void Q4WideSums(const UnpackedBlock* u, const int8_t* const* q, __m256i (*s)[2]) {
-  __asm__(KQ4_CHUNK(0, KQ4_FIRST) KQ4_CHUNK(1, KQ4_NEXT) KQ4_CHUNK(2, KQ4_NEXT) KQ4_CHUNK(3, KQ4_NEXT)
+// clang-format off
+  __asm__(
+#if KESTREL_AVX2_WITH_VNNI
+      KQ4_VNNI_ZERO(s00) KQ4_VNNI_ZERO(s01) KQ4_VNNI_ZERO(s10) KQ4_VNNI_ZERO(s11)
+      KQ4_VNNI_ZERO(s20) KQ4_VNNI_ZERO(s21) KQ4_VNNI_ZERO(s30) KQ4_VNNI_ZERO(s31)
+      KQ4_CHUNK(0, KQ4_VNNI_STEP) KQ4_CHUNK(1, KQ4_VNNI_STEP) KQ4_CHUNK(2, KQ4_VNNI_STEP) KQ4_CHUNK(3, KQ4_VNNI_STEP)
+#else
+      KQ4_CHUNK(0, KQ4_FIRST) KQ4_CHUNK(1, KQ4_NEXT) KQ4_CHUNK(2, KQ4_NEXT) KQ4_CHUNK(3, KQ4_NEXT)
+#endif
           : [s00] "=&x"(s[0][0]), [s01] "=&x"(s[0][1]), [s10] "=&x"(s[1][0]), [s11] "=&x"(s[1][1]),
             [s20] "=&x"(s[2][0]), [s21] "=&x"(s[2][1]), [s30] "=&x"(s[3][0]), [s31] "=&x"(s[3][1])
           : [u] "r"(u), [q0] "r"(q[0]), [q1] "r"(q[1]), [q2] "r"(q[2]), [q3] "r"(q[3]),
             "m"(*u), "m"(ReadFrom(q[0]))  // what it reads: the block, and tokens ascend from q[0]
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15");
+// clang-format on
 }
 #undef KQ4_CHUNK
+#undef KQ4_VNNI_STEP
+#undef KQ4_VNNI_ZERO
 #undef KQ4_NEXT
 #undef KQ4_FIRST
 #undef KQ4_BROADCAST
@@ -560,11 +608,11 @@ __attribute__((always_inline)) inline void Q4WideTile(const UnpackedBlock* u, in
     KESTREL_MCA_MARK("BEGIN", kQ4WideMcaId, kQ4WideTokens);
     const int8_t* q[kQ4WideTokens];
     for (int t = 0; t < kQ4WideTokens; ++t) q[t] = a[t][b].qs;
-    __m256i s16[kQ4WideTokens][2];
-    Q4WideSums(u + b, q, s16);
+    __m256i sums[kQ4WideTokens][2];
+    Q4WideSums(u + b, q, sums);
     for (int t = 0; t < kQ4WideTokens; ++t) {
       for (int g = 0; g < 2; ++g) {
-        acc[2 * t + g] = AccumulateQ4Block(acc[2 * t + g], s16[t][g], offset[t][b], u[b].scale[g], a_scale[t][b]);
+        acc[2 * t + g] = AccumulateQ4Block(acc[2 * t + g], sums[t][g], offset[t][b], u[b].scale[g], a_scale[t][b]);
       }
     }
     KESTREL_MCA_MARK("END", kQ4WideMcaId, kQ4WideTokens);
@@ -654,15 +702,14 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
       }
       Q4Chunks w;
       Q4Tiles::LoadAt(ga, gb, &w);
-      __m256i lo, hi;
-      SplitNibbles(w.chunk[0], nibble, &lo, &hi);
-      __m256i s16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, a_lo[0]), _mm256_maddubs_epi16(hi, a_hi[0]));
-      for (int k = 1; k < 4; ++k) {
+      __m256i s = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        __m256i lo, hi;
         SplitNibbles(w.chunk[k], nibble, &lo, &hi);
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo, a_lo[k]));
-        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi, a_hi[k]));
+        s = Q4Dot(s, lo, a_lo[k]);
+        s = Q4Dot(s, hi, a_hi[k]);
       }
-      acc[g] = AccumulateQ4Block(acc[g], s16, offset[b], _mm256_cvtph_ps(w.scales), a_scale[b]);
+      acc[g] = AccumulateQ4Block(acc[g], s, offset[b], _mm256_cvtph_ps(w.scales), a_scale[b]);
     }
   }
   for (int g = 0; g < G; ++g) acc_out[g] = acc[g];
@@ -750,7 +797,7 @@ inline __m256i Q8RowOrder() { return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); 
 // s[t]: the int32 sums of one block (q: its 4 x 64 bytes of chunks) against tokens qa[t].
 template <int T>
 inline void Q8Sums(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
-  const __m256i ones16 = _mm256_set1_epi16(1);
+  [[maybe_unused]] const __m256i ones16 = _mm256_set1_epi16(1);
   for (int t = 0; t < T; ++t) s[t] = _mm256_setzero_si256();
   for (int k = 0; k < 4; ++k) {
     const __m256 rows03 = _mm256_loadu_ps(reinterpret_cast<const float*>(q + k * 64));
@@ -760,9 +807,14 @@ inline void Q8Sums(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
     const __m256i abs_even = _mm256_sign_epi8(even, even);
     const __m256i abs_odd = _mm256_sign_epi8(odd, odd);
     for (int t = 0; t < T; ++t) {
+#if KESTREL_AVX2_WITH_VNNI
+      s[t] = DotU8I8(s[t], abs_even, _mm256_sign_epi8(Broadcast32(qa[t] + 8 * k), even));
+      s[t] = DotU8I8(s[t], abs_odd, _mm256_sign_epi8(Broadcast32(qa[t] + 8 * k + 4), odd));
+#else
       const __m256i pe = _mm256_maddubs_epi16(abs_even, _mm256_sign_epi8(Broadcast32(qa[t] + 8 * k), even));
       const __m256i po = _mm256_maddubs_epi16(abs_odd, _mm256_sign_epi8(Broadcast32(qa[t] + 8 * k + 4), odd));
       s[t] = _mm256_add_epi32(s[t], _mm256_add_epi32(_mm256_madd_epi16(pe, ones16), _mm256_madd_epi16(po, ones16)));
+#endif
     }
   }
 }
@@ -796,21 +848,44 @@ inline void Q8Sums(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
   KQ8_PRODUCTS(k, qa)       \
   "vpaddd %%ymm12, %[" #s "], %[" #s "]\n\t" \
   "vpaddd %%ymm13, %[" #s "], %[" #s "]\n\t"
+// With AVX-VNNI the two products go straight into the sum (zeroed first): s[t] += dpbusd(|E|,
+// sign(broadcast(qa + 8k), E)) + dpbusd(|O|, ...).
+// clang-format off
+#define KQ8_VNNI_ZERO(s) "vpxor %[" #s "], %[" #s "], %[" #s "]\n\t"
+#define KQ8_VNNI_STEP(k, qa, s)                                   \
+  "vpbroadcastd " #k "*8(%[" #qa "]), %%ymm12\n\t"                \
+  "vpbroadcastd " #k "*8+4(%[" #qa "]), %%ymm13\n\t"              \
+  "vpsignb %%ymm10, %%ymm12, %%ymm12\n\t"                         \
+  "vpsignb %%ymm11, %%ymm13, %%ymm13\n\t"                         \
+  "%{vex%} vpdpbusd %%ymm12, %%ymm8, %[" #s "]\n\t"                 \
+  "%{vex%} vpdpbusd %%ymm13, %%ymm9, %[" #s "]\n\t"
+// clang-format on
 #define KQ8_CHUNK(k, STEP) KQ8_CHUNK_LOAD(k) STEP(k, a0, s0) STEP(k, a1, s1) STEP(k, a2, s2) STEP(k, a3, s3) \
   STEP(k, a4, s4) STEP(k, a5, s5) STEP(k, a6, s6) STEP(k, a7, s7)
 
 template <>
 inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
   const __m256i ones16 = _mm256_set1_epi16(1);
-  __asm__(KQ8_CHUNK(0, KQ8_FIRST) KQ8_CHUNK(1, KQ8_NEXT) KQ8_CHUNK(2, KQ8_NEXT) KQ8_CHUNK(3, KQ8_NEXT)
+// clang-format off
+  __asm__(
+#if KESTREL_AVX2_WITH_VNNI
+      KQ8_VNNI_ZERO(s0) KQ8_VNNI_ZERO(s1) KQ8_VNNI_ZERO(s2) KQ8_VNNI_ZERO(s3)
+      KQ8_VNNI_ZERO(s4) KQ8_VNNI_ZERO(s5) KQ8_VNNI_ZERO(s6) KQ8_VNNI_ZERO(s7)
+      KQ8_CHUNK(0, KQ8_VNNI_STEP) KQ8_CHUNK(1, KQ8_VNNI_STEP) KQ8_CHUNK(2, KQ8_VNNI_STEP) KQ8_CHUNK(3, KQ8_VNNI_STEP)
+#else
+      KQ8_CHUNK(0, KQ8_FIRST) KQ8_CHUNK(1, KQ8_NEXT) KQ8_CHUNK(2, KQ8_NEXT) KQ8_CHUNK(3, KQ8_NEXT)
+#endif
           : [s0] "=&x"(s[0]), [s1] "=&x"(s[1]), [s2] "=&x"(s[2]), [s3] "=&x"(s[3]), [s4] "=&x"(s[4]),
             [s5] "=&x"(s[5]), [s6] "=&x"(s[6]), [s7] "=&x"(s[7])
           : [q] "r"(q), [a0] "r"(qa[0]), [a1] "r"(qa[1]), [a2] "r"(qa[2]), [a3] "r"(qa[3]), [a4] "r"(qa[4]),
             [a5] "r"(qa[5]), [a6] "r"(qa[6]), [a7] "r"(qa[7]), [ones] "m"(ones16),
             "m"(ReadFrom(q)), "m"(ReadFrom(qa[0]))  // what it reads: tokens ascend
           : "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13");
+// clang-format on
 }
 #undef KQ8_CHUNK
+#undef KQ8_VNNI_STEP
+#undef KQ8_VNNI_ZERO
 #undef KQ8_NEXT
 #undef KQ8_FIRST
 #undef KQ8_PRODUCTS
@@ -1282,4 +1357,4 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
   }
 }
 
-}  // namespace kestrel::avx2
+}  // namespace kestrel::KESTREL_AVX2_NAMESPACE

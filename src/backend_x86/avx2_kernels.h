@@ -20,3 +20,11 @@ void F32ToF16(const float* x, uint16_t* out, int64_t n);
 bool Accepts(DType dtype, Layout layout);
 
 }  // namespace kestrel::avx2
+
+// avx_vnni_kernels.cc: this file's kernels compiled again with AVX-VNNI's byte products (the
+// backend "avx_vnni" takes its Matmul; its other kernels have no byte products, so it uses avx2's).
+namespace kestrel::avx_vnni {
+
+void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
+
+}  // namespace kestrel::avx_vnni
