@@ -10,7 +10,10 @@
 # markdown table of both engines' tokens/s and their ratio. Environment: TYPES (default
 # "q4_0 q8_0"), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
 # KESTREL_BENCH_ARGS (more kestrel-bench options, e.g. "--weights small-pages" to hold the weights on
-# anonymous 4 KiB pages, as llama.cpp holds the tensors it repacks). Both files are settled in the
+# anonymous 4 KiB pages, as llama.cpp holds the tensors it repacks; "--backend avx_vnni" to pick a
+# backend), LLAMA_CPU_VARIANT (e.g. "alderlake" or "haswell": llama.cpp loads only that one of its
+# CPU builds, so an AVX2 or AVX-VNNI machine can be imitated on a newer one; the others are moved
+# aside for the run and put back after it). Both files are settled in the
 # page cache first (bench/settle_page_cache.py): a file just written reads far slower through a
 # mapping here, and llama.cpp maps its GGUF.
 set -euo pipefail
@@ -36,6 +39,16 @@ if [ ! -d "$work/npm/node_modules/node-llama-cpp" ]; then
   npm install --prefix "$work/npm" --no-audit --no-fund --ignore-scripts "node-llama-cpp@$node_llama_version" >&2
 fi
 cp bench/llama_cpp_bench.mjs "$work/npm/"
+if [ -n "${LLAMA_CPU_VARIANT:-}" ]; then
+  bins="$work/npm/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+  keep="$bins/libggml-cpu-$LLAMA_CPU_VARIANT.so"
+  [ -f "$keep" ] || { echo "compare_llama_cpp.sh: no $keep" >&2; exit 1; }
+  aside="$work/cpu-variants-aside"
+  mkdir -p "$aside"
+  trap 'mv "$aside"/libggml-cpu-*.so "$bins"/ 2>/dev/null || true' EXIT
+  for lib in "$bins"/libggml-cpu-*.so; do [ "$lib" = "$keep" ] || mv "$lib" "$aside"/; done
+  echo "# llama.cpp CPU build: $LLAMA_CPU_VARIANT only" >&2
+fi
 
 results=()
 for type in $types; do
