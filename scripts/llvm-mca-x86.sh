@@ -29,12 +29,19 @@ label[k35t6]="avx512_vnni, unpacked 32-row strip, 6 tokens (prefill)"; rows[k35t
 label[k36t8]="avx512_vnni, unpacked 16-row strip, 8 tokens (prefill tail rows)"; rows[k36t8]=16
 label[k31t1]="avx512_vnni, Q4_0 q4_0x4, 1 token x 2 row groups (decode)"; rows[k31t1]=32
 label[k32t1]="avx512_vnni, Q8_0 q8_0x8, 1 token x 2 row groups (decode)"; rows[k32t1]=32
-order=(k24t4 k21t4 k21t1 k22t8 k22t1 k35t6 k36t8 k31t1 k32t1)
+label[k44t4]="avx_vnni, Q4_0 q4_0x4 16 rows, 4 tokens (prefill)";  rows[k44t4]=16
+label[k41t1]="avx_vnni, Q4_0 q4_0x4, 1 token (decode)";            rows[k41t1]=8
+label[k42t8]="avx_vnni, Q8_0 q8_0x8, 8 tokens (prefill)";          rows[k42t8]=8
+label[k42t1]="avx_vnni, Q8_0 q8_0x8, 1 token (decode)";            rows[k42t1]=8
+order=(k24t4 k21t4 k21t1 k22t8 k22t1 k44t4 k41t1 k42t8 k42t1 k35t6 k36t8 k31t1 k32t1)
 # Zen 3 is the machine the AVX2 figures in bench/README.md were measured on; the Intel models stand
 # for the AVX-512 VNNI Xeons the x86 issue's targets were set on.
-avx2_cpus=(znver3 skylake icelake-server)
+avx2_cpus=(znver3 skylake icelake-server alderlake)
+# AVX-VNNI without AVX-512 is Intel's client cores from Alder Lake on (Zen 5 has it too, but runs
+# avx512_vnni), so only Intel models.
+avx_vnni_cpus=(icelake-server alderlake)
 avx512_cpus=(cascadelake icelake-server sapphirerapids)
-all_cpus=(znver3 skylake cascadelake icelake-server sapphirerapids)
+all_cpus=(znver3 skylake cascadelake icelake-server alderlake sapphirerapids)
 
 compile() {  # source, flags... -> assembly with the markers as llvm-mca comments
   local source=$1 name
@@ -61,6 +68,7 @@ measure() {  # assembly, cpus...
   done
 }
 measure "$(compile src/backend_x86/avx2_kernels.cc -mavx2 -mfma -mf16c)" "${avx2_cpus[@]}"
+measure "$(compile src/backend_x86/avx_vnni_kernels.cc -mavx2 -mfma -mf16c -mavxvnni)" "${avx_vnni_cpus[@]}"
 measure "$(compile src/backend_x86/avx512_kernels.cc -mavx512f -mavx512bw -mavx512vl -mavx512vnni -mfma -mf16c)" \
   "${avx512_cpus[@]}"
 

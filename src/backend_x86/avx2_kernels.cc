@@ -27,11 +27,16 @@
 #ifndef KESTREL_AVX2_NAMESPACE
 #define KESTREL_AVX2_NAMESPACE avx2
 #endif
+#ifndef KESTREL_AVX2_WITH_VNNI
+#define KESTREL_AVX2_WITH_VNNI 0
+#endif
 
 namespace kestrel::KESTREL_AVX2_NAMESPACE {
 namespace {
 
 constexpr int kRowGroup = 8;    // rows per vector of accumulators
+// llvm-mca region ids (scripts/llvm-mca-x86.sh): 21-24 in the AVX2 build, 41-44 in the AVX-VNNI one.
+constexpr int kMcaIdBase = KESTREL_AVX2_WITH_VNNI ? 40 : 20;
 constexpr int kTokenTile = 8;   // tokens sharing each loaded weight block in prefill
 // How far ahead the tiled loaders prefetch weights: decode streams them from memory, and the
 // hardware prefetcher alone leaves it well short of bandwidth. Chosen by kestrel-bench decode runs
@@ -313,7 +318,7 @@ struct Q4Chunks {
 // The tiled layout is read as it lies; the second tile's address may repeat the first's (a
 // 4-row remainder), whose lanes are then never stored.
 struct Q4Tiles {
-  static constexpr int kMcaId = 21;  // scripts/llvm-mca-x86.sh
+  static constexpr int kMcaId = kMcaIdBase + 1;
   // Block b of the tile holding `row`.
   static const uint8_t* At(const uint8_t* data, int64_t blocks, int64_t row, int64_t b) {
     return data + ((row / 4) * blocks + b) * 72;
@@ -346,7 +351,7 @@ struct Q4Tiles {
 
 // Plain rows are brought into the same arrangement with a 4x4 transpose of 32-bit chunks.
 struct Q4Rows {
-  static constexpr int kMcaId = 23;
+  static constexpr int kMcaId = kMcaIdBase + 3;
   static void LoadTile(const uint8_t* data, int64_t blocks, int64_t row, int64_t b, __m128i* c, uint64_t* scales) {
     __m128i r[4];
     uint16_t d[4];
@@ -477,7 +482,7 @@ inline void Q4TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 // and epilogue as Q4Tile: bit-identical.
 constexpr int kQ4WideTokens = 4;
 constexpr int kQ4WideRows = 16;
-constexpr int kQ4WideMcaId = 24;  // scripts/llvm-mca-x86.sh
+constexpr int kQ4WideMcaId = kMcaIdBase + 4;
 
 // Memory from p on, as an asm operand that says "this asm reads at and after p" (only a
 // constraint, never accessed as an object). 1 GiB spans the farthest block an asm below reads from
@@ -789,7 +794,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
 // every maddubs is widened by a madd before adding. Integer sums are exact and each row
 // accumulates its blocks in order, so results are bit-identical to the reference.
 constexpr int kQ8TokenTile = 8;
-constexpr int kQ8McaId = 22;  // scripts/llvm-mca-x86.sh
+constexpr int kQ8McaId = kMcaIdBase + 2;
 
 // The rows' lane order in those registers; it is its own inverse, so it also puts them back.
 inline __m256i Q8RowOrder() { return _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7); }
