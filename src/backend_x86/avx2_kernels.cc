@@ -955,18 +955,27 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 // Decode: one token against G adjacent 8-row groups at once, each prefetching the block it reads
 // one step (G groups) later, so G weight streams are in flight: one stream left a thread 20% short
 // of the bandwidth that 2-4 reach (2, 4 and 8 measured; 8 was slower than 1. bench/README.md).
+// Long rows put that block far ahead (G * 272 bytes per block of a row: 209 KB at 6144 columns),
+// and there each stream prefetches 2 KB ahead in its own group instead. One thread on a Zen 5, the
+// orders alternated in one process (bench/README.md): at 2048 columns (70 KB ahead) the group G on
+// read 26.2-28.0 GB/s against 25.8-26.1 for 2 KB ahead; at 6144 columns 28.3-31.0 against 33.2-33.6.
 constexpr int kQ8DecodeStreams = 4;
+constexpr int64_t kQ8DecodeGroupAheadMax = 72 * 1024;  // farthest lead of the group-ahead order
+constexpr int64_t kQ8DecodeStreamAhead = 2048;         // the lead within a group beyond it
 
 template <int G>
 inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const BlockQ8_0* a, const float* a_scale,
                            __m256* acc) {
+  // The same block of the group G on, which this stream reads next, or 2 KB on in this group for
+  // long rows (see kQ8DecodeStreams; past the range's end it is the next rows or nothing: a
+  // prefetch never faults).
+  const int64_t group_ahead = G * blocks * 34 * 8;
+  const int64_t lead = group_ahead <= kQ8DecodeGroupAheadMax ? group_ahead : kQ8DecodeStreamAhead;
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* qa[1] = {a[b].qs};
     for (int g = 0; g < G; ++g) {
       const uint8_t* group = first[g] + b * 34 * 8;
-      // The same block of the group G on, which this stream reads next (see kQ8DecodeStreams;
-      // past the range's end it is the next rows or nothing: a prefetch never faults).
-      const char* next = reinterpret_cast<const char*>(group + G * blocks * 34 * 8);
+      const char* next = reinterpret_cast<const char*>(group + lead);
       for (int line = 0; line < 5; ++line) _mm_prefetch(next + 64 * line, _MM_HINT_T0);
       const __m256 w_scale = Q8WeightScales(group);
       __m256i s32[1];
