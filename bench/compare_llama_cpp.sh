@@ -45,7 +45,10 @@ if [ -n "${LLAMA_CPU_VARIANT:-}" ]; then
   [ -f "$keep" ] || { echo "compare_llama_cpp.sh: no $keep" >&2; exit 1; }
   aside="$work/cpu-variants-aside"
   mkdir -p "$aside"
+  # Put back what an interrupted run left aside, then again when this one ends, however it ends.
+  mv "$aside"/libggml-cpu-*.so "$bins"/ 2>/dev/null || true
   trap 'mv "$aside"/libggml-cpu-*.so "$bins"/ 2>/dev/null || true' EXIT
+  trap 'exit 130' INT TERM
   for lib in "$bins"/libggml-cpu-*.so; do [ "$lib" = "$keep" ] || mv "$lib" "$aside"/; done
   echo "# llama.cpp CPU build: $LLAMA_CPU_VARIANT only" >&2
 fi

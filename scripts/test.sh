@@ -38,27 +38,27 @@ objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
     exit (bad || !found || !vex_vnni) ? 1 : 0
   }'
 # The units compiled with the AVX-512 or AVX-VNNI flags (the SIMDe twins are named avx512_simde_*).
-avx512_objects=()
+isa_objects=()
 for unit in avx512_kernels avx512_attention avx512_activations avx_vnni_kernels; do
   object=$(find build-ci -name "$unit.cc.o" | head -n 1)
   [ -n "$object" ] || { echo "error: no object for $unit.cc in build-ci" >&2; exit 1; }
-  avx512_objects+=("$object")
+  isa_objects+=("$object")
 done
-for avx512_object in "${avx512_objects[@]}"; do
-  weak=$(nm -C "$avx512_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
+for isa_object in "${isa_objects[@]}"; do
+  weak=$(nm -C "$isa_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
   if [ -n "$weak" ]; then
-    echo "error: the AVX-512 / AVX-VNNI unit $avx512_object defines weak (shared inline/template) symbols:" >&2
+    echo "error: the AVX-512 / AVX-VNNI unit $isa_object defines weak (shared inline/template) symbols:" >&2
     echo "$weak" >&2
     exit 1
   fi
   # Nor any static initializer: it would run when the library loads, on every CPU.
-  if nm "$avx512_object" | grep -q '_GLOBAL__sub_I'; then
-    echo "error: the AVX-512 / AVX-VNNI unit $avx512_object has a static initializer (runs at load on every CPU):" >&2
-    nm -C "$avx512_object" | grep '_GLOBAL__sub_I' >&2
+  if nm "$isa_object" | grep -q '_GLOBAL__sub_I'; then
+    echo "error: the AVX-512 / AVX-VNNI unit $isa_object has a static initializer (runs at load on every CPU):" >&2
+    nm -C "$isa_object" | grep '_GLOBAL__sub_I' >&2
     exit 1
   fi
 done
-echo "ok: AVX-512 instructions only in avx512_vnni functions, AVX-VNNI only in avx_vnni ones; no weak symbols or static initializers in ${avx512_objects[*]}"
+echo "ok: AVX-512 instructions only in avx512_vnni functions, AVX-VNNI only in avx_vnni ones; no weak symbols or static initializers in ${isa_objects[*]}"
 
 echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole

@@ -53,7 +53,7 @@ inline float HalfToFloat(uint16_t h) { return _cvtsh_ss(h); }
 // s + the sums of the four products u[4i..4i+3] * a[4i..4i+3] in int32 lane i.
 inline __m256i DotU8I8(__m256i s, __m256i u, __m256i a) { return _mm256_dpbusd_avx_epi32(s, u, a); }
 // Q4_0 block sums: int32 lanes throughout (Q4Dot adds into them, Q4Widen has nothing to do).
-inline __m256i Q4Dot(__m256i s, __m256i u, __m256i a) { return _mm256_dpbusd_avx_epi32(s, u, a); }
+inline __m256i Q4Dot(__m256i s, __m256i u, __m256i a) { return DotU8I8(s, u, a); }
 inline __m256i Q4Widen(__m256i s) { return s; }
 #else
 inline __m256i DotU8I8(__m256i s, __m256i u, __m256i a) {
@@ -547,9 +547,9 @@ static_assert(sizeof(UnpackedBlock) == 576, "the assembly addresses chunks at 64
   "vpaddw %%ymm15, %%ymm14, %%ymm14\n\t"                          \
   "vpaddw %%ymm14, %[" #s1 "], %[" #s1 "]\n\t"
 // With AVX-VNNI: s[t][g] (+)= dpbusd(lo[g], a_lo) then dpbusd(hi[g], a_hi), int32 sums zeroed
-// first ({vex}: the AVX-VNNI encoding, not AVX-512's).
+// first (KVNNI_ZERO, also used by Q8Sums<8>; {vex}: the AVX-VNNI encoding, not AVX-512's).
 // clang-format off
-#define KQ4_VNNI_ZERO(s) "vpxor %[" #s "], %[" #s "], %[" #s "]\n\t"
+#define KVNNI_ZERO(s) "vpxor %[" #s "], %[" #s "], %[" #s "]\n\t"
 #define KQ4_VNNI_STEP(k, q, s0, s1)                               \
   KQ4_BROADCAST(k, q)                                             \
   "%{vex%} vpdpbusd %%ymm12, %%ymm8, %[" #s0 "]\n\t"               \
@@ -566,8 +566,8 @@ inline void Q4WideSums(const UnpackedBlock* u, const int8_t* const* q, __m256i (
 // clang-format off
   __asm__(
 #if KESTREL_AVX2_WITH_VNNI
-      KQ4_VNNI_ZERO(s00) KQ4_VNNI_ZERO(s01) KQ4_VNNI_ZERO(s10) KQ4_VNNI_ZERO(s11)
-      KQ4_VNNI_ZERO(s20) KQ4_VNNI_ZERO(s21) KQ4_VNNI_ZERO(s30) KQ4_VNNI_ZERO(s31)
+      KVNNI_ZERO(s00) KVNNI_ZERO(s01) KVNNI_ZERO(s10) KVNNI_ZERO(s11)
+      KVNNI_ZERO(s20) KVNNI_ZERO(s21) KVNNI_ZERO(s30) KVNNI_ZERO(s31)
       KQ4_CHUNK(0, KQ4_VNNI_STEP) KQ4_CHUNK(1, KQ4_VNNI_STEP) KQ4_CHUNK(2, KQ4_VNNI_STEP) KQ4_CHUNK(3, KQ4_VNNI_STEP)
 #else
       KQ4_CHUNK(0, KQ4_FIRST) KQ4_CHUNK(1, KQ4_NEXT) KQ4_CHUNK(2, KQ4_NEXT) KQ4_CHUNK(3, KQ4_NEXT)
@@ -581,7 +581,6 @@ inline void Q4WideSums(const UnpackedBlock* u, const int8_t* const* q, __m256i (
 }
 #undef KQ4_CHUNK
 #undef KQ4_VNNI_STEP
-#undef KQ4_VNNI_ZERO
 #undef KQ4_NEXT
 #undef KQ4_FIRST
 #undef KQ4_BROADCAST
@@ -853,10 +852,9 @@ inline void Q8Sums(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
   KQ8_PRODUCTS(k, qa)       \
   "vpaddd %%ymm12, %[" #s "], %[" #s "]\n\t" \
   "vpaddd %%ymm13, %[" #s "], %[" #s "]\n\t"
-// With AVX-VNNI the two products go straight into the sum (zeroed first): s[t] += dpbusd(|E|,
-// sign(broadcast(qa + 8k), E)) + dpbusd(|O|, ...).
+// With AVX-VNNI the two products go straight into the sum (zeroed first, KVNNI_ZERO): s[t] +=
+// dpbusd(|E|, sign(broadcast(qa + 8k), E)) + dpbusd(|O|, ...).
 // clang-format off
-#define KQ8_VNNI_ZERO(s) "vpxor %[" #s "], %[" #s "], %[" #s "]\n\t"
 #define KQ8_VNNI_STEP(k, qa, s)                                   \
   "vpbroadcastd " #k "*8(%[" #qa "]), %%ymm12\n\t"                \
   "vpbroadcastd " #k "*8+4(%[" #qa "]), %%ymm13\n\t"              \
@@ -874,8 +872,8 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
 // clang-format off
   __asm__(
 #if KESTREL_AVX2_WITH_VNNI
-      KQ8_VNNI_ZERO(s0) KQ8_VNNI_ZERO(s1) KQ8_VNNI_ZERO(s2) KQ8_VNNI_ZERO(s3)
-      KQ8_VNNI_ZERO(s4) KQ8_VNNI_ZERO(s5) KQ8_VNNI_ZERO(s6) KQ8_VNNI_ZERO(s7)
+      KVNNI_ZERO(s0) KVNNI_ZERO(s1) KVNNI_ZERO(s2) KVNNI_ZERO(s3)
+      KVNNI_ZERO(s4) KVNNI_ZERO(s5) KVNNI_ZERO(s6) KVNNI_ZERO(s7)
       KQ8_CHUNK(0, KQ8_VNNI_STEP) KQ8_CHUNK(1, KQ8_VNNI_STEP) KQ8_CHUNK(2, KQ8_VNNI_STEP) KQ8_CHUNK(3, KQ8_VNNI_STEP)
 #else
       KQ8_CHUNK(0, KQ8_FIRST) KQ8_CHUNK(1, KQ8_NEXT) KQ8_CHUNK(2, KQ8_NEXT) KQ8_CHUNK(3, KQ8_NEXT)
@@ -890,7 +888,7 @@ inline void Q8Sums<8>(const uint8_t* q, const int8_t* const* qa, __m256i* s) {
 }
 #undef KQ8_CHUNK
 #undef KQ8_VNNI_STEP
-#undef KQ8_VNNI_ZERO
+#undef KVNNI_ZERO
 #undef KQ8_NEXT
 #undef KQ8_FIRST
 #undef KQ8_PRODUCTS
@@ -1019,6 +1017,9 @@ void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y
 
 }  // namespace
 
+// The avx_vnni build takes only Matmul from this file (avx2_kernels.h); the other kernels have no
+// byte products, and the backend uses avx2's.
+#if !KESTREL_AVX2_WITH_VNNI
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
@@ -1056,6 +1057,7 @@ bool Accepts(DType dtype, Layout layout) {
   if (layout == Layout::kPlain) return true;
   return (layout == Layout::kQ4_0x4 && dtype == DType::kQ4_0) || (layout == Layout::kQ8_0x8 && dtype == DType::kQ8_0);
 }
+#endif  // !KESTREL_AVX2_WITH_VNNI
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   switch (w.dtype) {
@@ -1081,6 +1083,7 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
   }
 }
 
+#if !KESTREL_AVX2_WITH_VNNI
 void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps) {
   // Four accumulators: one FMA chain waits on its own latency every 8 elements (2048 elements
   // took 431 ns on the Zen 5, bench/README.md).
@@ -1370,5 +1373,7 @@ void Rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const f
     }
   }
 }
+
+#endif  // !KESTREL_AVX2_WITH_VNNI
 
 }  // namespace kestrel::KESTREL_AVX2_NAMESPACE
