@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds Kestrel and runs every test: the native build (warnings as errors, with the SIMDe-emulated
-# AVX-512 backend) with the whole ctest suite; the format, conversion, decoder and C API tests again
-# under AddressSanitizer + UBSan; then the aarch64 cross build with its whole suite under qemu on a
-# CPU without dotprod (cortex-a53) and one with it (max).
+# AVX-512 backend) with the whole ctest suite; its backend tests again under qemu-x86_64 on CPU
+# models without AVX-512 (Haswell) and without AVX2 (SandyBridge, Nehalem); the format, conversion,
+# decoder and C API tests under AddressSanitizer + UBSan; then the aarch64 cross build with its
+# whole suite under qemu on a CPU without dotprod (cortex-a53) and one with it (max).
 # Usage: scripts/test.sh            (from the repository root; installs packages when missing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +60,9 @@ for isa_object in "${isa_objects[@]}"; do
   fi
 done
 echo "ok: AVX-512 instructions only in avx512_vnni functions, AVX-VNNI only in avx_vnni ones; no weak symbols or static initializers in ${isa_objects[*]}"
+
+echo "== x86 CPU models under qemu: Haswell (avx2), SandyBridge and Nehalem (generic)"
+bash scripts/test-x86-cpus.sh build-ci
 
 echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole
