@@ -8,7 +8,8 @@
 # Each model runs x86_backend_test (automatic selection against KESTREL_EXPECT_BACKEND, refusal of
 # every backend the model lacks) and backend_model_test (the stories260K / aidreams260K greedy
 # oracles on every backend the model allows); Haswell also runs kernels_test (every kernel of avx2
-# and of the SIMDe-emulated AVX-512 build against the reference). A green run also shows that no
+# and of the SIMDe-emulated AVX-512 build against the reference) and capi_test (the C API on the
+# backend it picks by itself). A green run also shows that no
 # instruction beyond each model's set ran, since qemu stops one with SIGILL. qemu 7.2's TCG has no
 # AVX-512 or AVX-VNNI, so those two backends are tested natively only.
 # Usage: scripts/test-x86-cpus.sh [BUILD_DIR (default build-ci)]   (an x86-64 build with tests)
@@ -27,7 +28,7 @@ if ! command -v qemu-x86_64 >/dev/null; then
   if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends qemu-user
 fi
-for program in x86_backend_test backend_model_test kernels_test; do
+for program in x86_backend_test backend_model_test kernels_test capi_test; do
   [ -x "$build/tests/$program" ] || { echo "error: $build/tests/$program not built" >&2; exit 1; }
 done
 
@@ -52,6 +53,7 @@ run() {
 run Haswell avx2 x86_backend_test
 run Haswell avx2 backend_model_test
 run Haswell avx2 kernels_test
+run Haswell avx2 capi_test
 run SandyBridge generic x86_backend_test
 run SandyBridge generic backend_model_test
 run Nehalem generic x86_backend_test
