@@ -293,8 +293,10 @@ void RegisterAll() {
     DType dtype;
     Layout layout;
   };
-  const Case cases[] = {{DType::kQ4_0, Layout::kPlain}, {DType::kQ4_0, Layout::kQ4_0x4}, {DType::kQ8_0, Layout::kPlain},
-                        {DType::kQ8_0, Layout::kQ8_0x8}, {DType::kF16, Layout::kPlain},  {DType::kF32, Layout::kPlain}};
+  const Case cases[] = {{DType::kQ4_0, Layout::kPlain}, {DType::kQ4_0, Layout::kQ4_0x4},
+                        {DType::kQ8_0, Layout::kPlain}, {DType::kQ8_0, Layout::kQ8_0x8},
+                        {DType::kF16, Layout::kPlain},  {DType::kBF16, Layout::kPlain},
+                        {DType::kF32, Layout::kPlain}};
   for (const Backend* b : CompiledBackends()) {
     if (!b->cpu_supports()) continue;
     const std::string prefix = std::string(b->name) + "/";

@@ -194,8 +194,12 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
       if (!b->accepts(c.dtype, c.layout)) continue;
       for (int64_t columns : ColumnCounts(c.dtype)) {
         for (int64_t rows : RowCounts(c.layout)) {
-          for (int64_t tokens : {1, 2, 5}) {
-            INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows);
+          // Float products tile tokens by 4 (AVX2) and 6 (AVX-512): every remainder of both.
+          const std::vector<int64_t> token_counts =
+              IsBlockQuantized(c.dtype) ? std::vector<int64_t>{1, 2, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 13};
+          for (int64_t tokens : token_counts) {
+            INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
+                         << ", " << tokens << " tokens");
             TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(rows * 17 + columns));
             auto xf = RandomVector(static_cast<size_t>(columns * tokens), 11);
             std::vector<BlockQ8_0> xq;

@@ -34,8 +34,9 @@ namespace {
 // the unit; decode ran 13-15% slower).
 inline void PrefetchLine(const uint8_t* p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
 
-// 16 fp16 values to f32 (exact), and 16 int32 to f32 (rounded as static_cast<float> does).
-// SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit halves.
+// 16 fp16 values to f32 (exact), 16 bf16 values to f32 (exact), and 16 int32 to f32 (rounded as
+// static_cast<float> does). SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit
+// halves.
 inline __m512 HalvesToFloat(__m256i h) {
 #if defined(KESTREL_AVX512_VIA_SIMDE)
   const __m256 lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
@@ -43,6 +44,17 @@ inline __m512 HalvesToFloat(__m256i h) {
   return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
 #else
   return _mm512_cvtph_ps(h);
+#endif
+}
+
+// 16 bf16 values to f32 (exact: the upper halves of f32 bit patterns).
+inline __m512 Bf16ToFloat(__m256i h) {
+#if defined(KESTREL_AVX512_VIA_SIMDE)
+  const __m256i lo = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_castsi256_si128(h)), 16);
+  const __m256i hi = _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm256_extracti128_si256(h, 1)), 16);
+  return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
+#else
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 #endif
 }
 

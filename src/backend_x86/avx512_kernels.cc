@@ -597,6 +597,109 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
   PrefillRows<Weights>(data, blocks, x, y, y_stride, row_begin, row_end);
 }
 
+// Float weights, 16 at a time as f32.
+struct F32Weights {
+  static __m512 Load16(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
+  static constexpr int kBytes = 4;
+};
+struct F16Weights {
+  static __m512 Load16(const uint8_t* p) {
+    return HalvesToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static constexpr int kBytes = 2;
+};
+struct BF16Weights {
+  static __m512 Load16(const uint8_t* p) {
+    return Bf16ToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static constexpr int kBytes = 2;
+};
+
+// Float weights: R rows x T tokens of accumulators (prefill 4 x 6: 24 of the 32 registers,
+// with 4 weight vectors and an activation), so each weight vector loaded and widened serves T
+// tokens and each activation vector R rows. Columns past the last multiple of 16 are copied into
+// zeroed 16-wide buffers and take one more step (0 x 0 adds nothing), so no scalar tail is needed.
+template <typename Weights, int R, int T>
+void FloatTile(const uint8_t* rows, int64_t row_bytes, const float* a, int64_t a_stride, int64_t n, float* y,
+               int64_t y_stride) {
+  __m512 acc[R][T];
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) acc[r][t] = _mm512_setzero_ps();
+  }
+  const int64_t full = n / 16 * 16;
+  for (int64_t c = 0; c < full; c += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Weights::Load16(rows + r * row_bytes + c * Weights::kBytes);
+    for (int t = 0; t < T; ++t) {
+      const __m512 av = _mm512_loadu_ps(a + t * a_stride + c);
+      for (int r = 0; r < R; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], av, acc[r][t]);
+    }
+  }
+  if (const int64_t left = n - full; left > 0) {
+    alignas(64) uint8_t w_tail[R][16 * Weights::kBytes] = {};
+    alignas(64) float a_tail[T][16] = {};
+    for (int r = 0; r < R; ++r)
+      std::memcpy(w_tail[r], rows + r * row_bytes + full * Weights::kBytes, left * Weights::kBytes);
+    for (int t = 0; t < T; ++t) std::memcpy(a_tail[t], a + t * a_stride + full, left * sizeof(float));
+    for (int r = 0; r < R; ++r) {
+      const __m512 wv = Weights::Load16(w_tail[r]);
+      for (int t = 0; t < T; ++t) acc[r][t] = _mm512_fmadd_ps(wv, _mm512_load_ps(a_tail[t]), acc[r][t]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = Sum16(acc[r][t]);
+  }
+}
+
+constexpr int kFloatRowTile = 4, kFloatTokenTile = 6;
+
+// R rows against every token: tiles of kFloatTokenTile tokens, then one tile of the 1-5 left.
+template <typename Weights, int R>
+void FloatRows(const uint8_t* rows, int64_t row_bytes, const Activations& x, int64_t n, float* y, int64_t y_stride) {
+  int64_t t = 0;
+  for (; t + kFloatTokenTile <= x.n_tokens; t += kFloatTokenTile) {
+    FloatTile<Weights, R, kFloatTokenTile>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride,
+                                           y_stride);
+  }
+  const float* a = x.f32 + t * x.columns;
+  float* out = y + t * y_stride;
+  switch (x.n_tokens - t) {
+    case 5:
+      return FloatTile<Weights, R, 5>(rows, row_bytes, a, x.columns, n, out, y_stride);
+    case 4:
+      return FloatTile<Weights, R, 4>(rows, row_bytes, a, x.columns, n, out, y_stride);
+    case 3:
+      return FloatTile<Weights, R, 3>(rows, row_bytes, a, x.columns, n, out, y_stride);
+    case 2:
+      return FloatTile<Weights, R, 2>(rows, row_bytes, a, x.columns, n, out, y_stride);
+    case 1:
+      return FloatTile<Weights, R, 1>(rows, row_bytes, a, x.columns, n, out, y_stride);
+    default:
+      return;
+  }
+}
+
+// Every (row, token) is summed the same way whatever tile it falls in (one 16-lane accumulator
+// over the columns, the zero-padded tail, then the lanes), so results do not depend on how rows are
+// split over threads or tokens into batches: decode and prefill tile differently but agree bit for
+// bit. Decode: 8 rows at once (8 FMA chains); prefill: 4 rows x 6 tokens.
+template <typename Weights>
+void MatmulFloat(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
+                 int64_t row_end) {
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const int64_t row_bytes = w.columns * Weights::kBytes;
+  const int64_t tile = x.n_tokens == 1 ? 8 : kFloatRowTile;
+  int64_t r = row_begin;
+  for (; r + tile <= row_end; r += tile) {
+    if (tile == 8) {
+      FloatRows<Weights, 8>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
+    } else {
+      FloatRows<Weights, kFloatRowTile>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
+    }
+  }
+  for (; r < row_end; ++r) FloatRows<Weights, 1>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
+}
+
 }  // namespace
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
@@ -610,8 +713,9 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
-      // Float weights are bandwidth-bound at decode; the AVX2 kernels serve them.
-      return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
+      if (w.dtype == DType::kF32) return MatmulFloat<F32Weights>(w, x, y, y_stride, row_begin, row_end);
+      if (w.dtype == DType::kF16) return MatmulFloat<F16Weights>(w, x, y, y_stride, row_begin, row_end);
+      return MatmulFloat<BF16Weights>(w, x, y, y_stride, row_begin, row_end);
   }
 }
 
