@@ -262,36 +262,49 @@ struct BF16Row {
   static constexpr int kBytes = 2;
 };
 
-// R rows x T tokens of a float product: R x T accumulators, so each weight vector loaded (and
-// widened) serves T tokens and each activation vector R rows. The row-by-token loop this replaced
-// loaded two vectors per FMA and ran ~24 GOPS in prefill (bench/README.md).
+// Float products. Every (row, token) is summed the same way whatever tile it falls in: two 8-lane
+// accumulators taking alternate 8-column chunks (a last odd chunk goes to the first), then their
+// lanes, then the columns past the last multiple of 8 one by one. So results do not depend on how
+// rows are split over threads or tokens into batches, and decode and prefill agree bit for bit.
+//
+// R rows x T tokens at once: each weight vector loaded (and widened) serves T tokens and each
+// activation vector R rows. The row-by-token loop this replaced loaded two vectors per FMA and ran
+// ~24-33 GOPS in prefill (bench/README.md).
 template <typename Row, int R, int T>
 inline void FloatTile(const uint8_t* rows, int64_t row_bytes, const float* a, int64_t a_stride, int64_t n, float* y,
                       int64_t y_stride) {
-  __m256 acc[R][T];
+  __m256 acc[R][T][2];
   for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm256_setzero_ps();
   }
-  int64_t c = 0;
-  for (; c + 8 <= n; c += 8) {
+  auto step = [&](int64_t c, int h) {
     __m256 wv[R];
     for (int r = 0; r < R; ++r) wv[r] = Row::Load8(rows + r * row_bytes, c);
     for (int t = 0; t < T; ++t) {
       const __m256 av = _mm256_loadu_ps(a + t * a_stride + c);
-      for (int r = 0; r < R; ++r) acc[r][t] = _mm256_fmadd_ps(wv[r], av, acc[r][t]);
+      for (int r = 0; r < R; ++r) acc[r][t][h] = _mm256_fmadd_ps(wv[r], av, acc[r][t][h]);
     }
+  };
+  int64_t c = 0;
+  for (; c + 16 <= n; c += 16) {
+    step(c, 0);
+    step(c + 8, 1);
+  }
+  if (c + 8 <= n) {
+    step(c, 0);
+    c += 8;
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) {
-      float sum = HorizontalSum(acc[r][t]);
+      float sum = HorizontalSum(_mm256_add_ps(acc[r][t][0], acc[r][t][1]));
       for (int64_t cc = c; cc < n; ++cc) sum += Row::Load1(rows + r * row_bytes, cc) * a[t * a_stride + cc];
       y[t * y_stride + r] = sum;
     }
   }
 }
 
-// R rows against every token: tiles of kFloatTokenTile tokens, then one tile of the 1-3 left.
-constexpr int kFloatTokenTile = 4;
+// R rows against every token: tiles of 2 tokens, then the last one of an odd count.
+constexpr int kFloatTokenTile = 2;  // FloatRows leaves at most one token to a 1-token tile
 template <typename Row, int R>
 void FloatRows(const uint8_t* rows, int64_t row_bytes, const Activations& x, int64_t n, float* y, int64_t y_stride) {
   int64_t t = 0;
@@ -299,42 +312,26 @@ void FloatRows(const uint8_t* rows, int64_t row_bytes, const Activations& x, int
     FloatTile<Row, R, kFloatTokenTile>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride,
                                        y_stride);
   }
-  const float* a = x.f32 + t * x.columns;
-  float* out = y + t * y_stride;
-  switch (x.n_tokens - t) {
-    case 3:
-      return FloatTile<Row, R, 3>(rows, row_bytes, a, x.columns, n, out, y_stride);
-    case 2:
-      return FloatTile<Row, R, 2>(rows, row_bytes, a, x.columns, n, out, y_stride);
-    case 1:
-      return FloatTile<Row, R, 1>(rows, row_bytes, a, x.columns, n, out, y_stride);
-    default:
-      return;
+  if (t < x.n_tokens) {
+    FloatTile<Row, R, 1>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride, y_stride);
   }
 }
 
-// Every (row, token) is summed the same way whatever tile it falls in (one 8-lane accumulator
-// over the columns, then the lanes, then the columns past the last multiple of 8), so results do
-// not depend on how rows are split over threads or tokens into batches: decode and prefill tile
-// differently but agree bit for bit.
-template <typename Row, int R>
-void FloatRowTiles(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
-                   int64_t row_end) {
-  const auto* data = static_cast<const uint8_t*>(w.data);
-  const int64_t row_bytes = w.columns * Row::kBytes;
-  int64_t r = row_begin;
-  for (; r + R <= row_end; r += R) FloatRows<Row, R>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
-  for (; r < row_end; ++r) FloatRows<Row, 1>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
-}
-
+// Decode reads one row after another: rows are contiguous, so that is one sequential stream. Tiles
+// of several rows read as several short streams, and with 2 KB rows (Qwen3-0.6B) decode from
+// memory ran 1.3-1.6x slower that way. Prefill: 3 rows x 2 tokens (12 accumulators, 3 weight
+// vectors and an activation: the 16 ymm registers; 2 x 3 ran 0.65-0.75x as fast); the rows stay
+// in L1 while the tokens pass.
 template <typename Row>
 void MatmulFloat(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                  int64_t row_end) {
-  // Decode: 6 rows at once, so six FMA chains hide the FMA latency. Prefill: 3 rows x 4 tokens
-  // (12 accumulators, 3 weight vectors and an activation fill the 16 ymm registers); the rows stay
-  // in L1 while the tokens pass.
-  if (x.n_tokens == 1) return FloatRowTiles<Row, 6>(w, x, y, y_stride, row_begin, row_end);
-  return FloatRowTiles<Row, 3>(w, x, y, y_stride, row_begin, row_end);
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  const int64_t row_bytes = w.columns * Row::kBytes;
+  int64_t r = row_begin;
+  if (x.n_tokens > 1) {
+    for (; r + 3 <= row_end; r += 3) FloatRows<Row, 3>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
+  }
+  for (; r < row_end; ++r) FloatRows<Row, 1>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
 }
 
 // Round half away from zero, as lround does: trunc, then step away when the exact fraction >= 0.5.
