@@ -320,7 +320,7 @@ void FloatRows(const uint8_t* rows, int64_t row_bytes, const Activations& x, int
 // Decode reads one row after another: rows are contiguous, so that is one sequential stream. Tiles
 // of several rows read as several short streams, and with 2 KB rows (Qwen3-0.6B) decode from
 // memory ran 1.3-1.6x slower that way. Prefill: 3 rows x 2 tokens (12 accumulators, 3 weight
-// vectors and an activation: the 16 ymm registers; 2 x 3 ran 0.65-0.75x as fast); the rows stay
+// vectors and an activation: the 16 ymm registers; 2 x 3 ran 0.6-0.9x as fast); the rows stay
 // in L1 while the tokens pass.
 template <typename Row>
 void MatmulFloat(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
