@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates the figures in bench/README.md on this machine: kernel microbenchmarks (every backend
 # against the generic one, same run) and end-to-end kestrel-bench runs on synthetic Qwen3-1.7B-shaped
-# models (random weights: speed does not depend on their values).
+# quantized models and a Qwen3-0.6B-shaped bf16 one (random weights: speed does not depend on their
+# values).
 # Usage: bench/run_benchmarks.sh [BUILD_DIR (default build)] [MODEL_DIR (default BUILD_DIR/bench-models)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +17,7 @@ done
 # The test-only avx512_vnni_simde backend (an emulation) is left out: its timings mean nothing.
 echo "## kernels"
 "$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
-  --benchmark_filter='^(generic|avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^(avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|chunks_from_memory)|thread_pool'
+  --benchmark_filter='^(generic|avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0|f16|bf16|f32).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^(avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|chunks_from_memory)|thread_pool'
 if [ -x "$build/bench/kestrel-x86-issue-rates" ]; then
   echo "## x86 issue rates (the AVX2 Q4_0 kernel's ceiling)"
   "$build/bench/kestrel-x86-issue-rates"
@@ -39,6 +40,11 @@ if [ "$(uname -m)" = x86_64 ]; then
     done
   done
 fi
+# Float weights, as kestrel-convert keeps a bf16 Hugging Face model by default.
+float_model="$models/qwen3-0.6b-bf16.vqf"
+[ -f "$float_model" ] || "$build/examples/kestrel-convert" --synthetic qwen3-0.6b --type bf16 -o "$float_model"
+echo "## kestrel-bench qwen3-0.6b bf16"
+"$build/examples/kestrel-bench" -m "$float_model" -p 64 -n 32 -t 1,2 -r 3
 echo "## kestrel-bench qwen3-1.7b q4_0-tiled, decode after 1024 positions"
 "$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-q4_0-tiled.vqf" -p 0 -d 1024 -n 32 -t 2 -r 2
 echo "## kestrel-bench qwen3-1.7b q4_0-tiled and q8_0-tiled, weights mapped (page cache, settled by a sequential re-read) and copied onto anonymous 4 KiB pages, instead of copied onto huge pages"
