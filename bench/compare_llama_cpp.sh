@@ -3,12 +3,14 @@
 #
 #   bench/compare_llama_cpp.sh [BUILD_DIR (default build)] [WORK_DIR (default BUILD_DIR/llama-cpp-compare)]
 #
-# Makes Qwen3-1.7B-shaped GGUF files (random Q4_0 / Q8_0 weights, bench/make_synthetic_gguf.py),
+# Makes Qwen3-1.7B-shaped GGUF files (random Q4_0 / Q8_0 weights, or F16 / BF16 ones,
+# bench/make_synthetic_gguf.py),
 # converts each with kestrel-convert (the default keeps the source's dtype; auto layout tiles it),
 # then alternates kestrel-bench and llama.cpp (bench/llama_cpp_bench.mjs, through the node-llama-cpp
 # npm package's prebuilt libraries; installed into WORK_DIR on first use: npm and ~400 MB). Prints a
 # markdown table of both engines' tokens/s and their ratio. Environment: TYPES (default
-# "q4_0 q8_0"), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
+# "q4_0 q8_0"; also f16, bf16), SHAPE (qwen3-1.7b, or qwen3-0.6b: a float 1.7B is 3.4 GB per
+# file), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
 # KESTREL_BENCH_ARGS (more kestrel-bench options, e.g. "--weights small-pages" to hold the weights on
 # anonymous 4 KiB pages, as llama.cpp holds the tensors it repacks; "--backend avx_vnni" to pick a
 # backend), LLAMA_CPU_VARIANT (e.g. "alderlake" or "haswell": llama.cpp loads only that one of its
@@ -21,6 +23,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 work=${2:-$build/llama-cpp-compare}
 types=${TYPES:-q4_0 q8_0}
+shape=${SHAPE:-qwen3-1.7b}
 threads=${THREADS:-1,2}
 rounds=${ROUNDS:-2}
 reps=${REPS:-3}
@@ -55,9 +58,9 @@ fi
 
 results=()
 for type in $types; do
-  gguf="$work/qwen3-1.7b-$type.gguf"
-  vqf="$work/qwen3-1.7b-$type.vqf"
-  [ -f "$gguf" ] || python3 bench/make_synthetic_gguf.py --type "$type" -o "$gguf" >&2
+  gguf="$work/$shape-$type.gguf"
+  vqf="$work/$shape-$type.vqf"
+  [ -f "$gguf" ] || python3 bench/make_synthetic_gguf.py --shape "$shape" --type "$type" -o "$gguf" >&2
   [ -f "$vqf" ] || "$build/examples/kestrel-convert" "$gguf" -o "$vqf" >&2
   python3 bench/settle_page_cache.py "$gguf" "$vqf"
   for round in $(seq "$rounds"); do

@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Writes a synthetic Qwen3-shaped GGUF file (random Q4_0 or Q8_0 weights, a real tokenizer).
+"""Writes a synthetic Qwen3-shaped GGUF file (random Q4_0, Q8_0, F16 or BF16 weights, a real tokenizer).
 
 Its purpose is a side-by-side speed comparison: the same file is read by llama.cpp and imported by
 `kestrel-convert`, so both engines stream identical bytes. Speed does not depend on weight values,
-so the weights are random blocks with small fixed scales (finite activations, no denormals).
+so the weights are random blocks with small fixed scales, or for F16 and BF16 random values of
+magnitude 2^-7 to 2^-6 (finite activations, no denormals).
 
-    bench/make_synthetic_gguf.py --type q4_0 -o qwen3-1.7b-q4_0.gguf \
+    bench/make_synthetic_gguf.py --type q4_0|q8_0|f16|bf16 -o qwen3-1.7b-q4_0.gguf \
         [--tokenizer ../shared/tokenizers/qwen3/tokenizer.json] [--shape qwen3-1.7b|qwen3-0.6b]
 
 Only the Python standard library is needed.
 """
 import argparse
+import array
 import json
 import os
 import random
@@ -24,8 +26,10 @@ SHAPES = {
     "tiny": (64, 2, 4, 2, 32, 128, 151936),  # a few MB, for tests of this script
 }
 
-GGML_F32, GGML_Q4_0, GGML_Q8_0 = 0, 2, 8
-BLOCK_BYTES = {GGML_Q4_0: 18, GGML_Q8_0: 34}
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0, GGML_BF16 = 0, 1, 2, 8, 30
+GGML_TYPES = {"q4_0": GGML_Q4_0, "q8_0": GGML_Q8_0, "f16": GGML_F16, "bf16": GGML_BF16}
+# Elements and bytes per block (a float element is its own block).
+BLOCKS = {GGML_Q4_0: (32, 18), GGML_Q8_0: (32, 34), GGML_F16: (1, 2), GGML_BF16: (1, 2), GGML_F32: (1, 4)}
 ALIGN = 32
 
 # GGUF metadata value types.
@@ -104,8 +108,17 @@ def load_tokenizer(path, vocab_rows):
 
 
 def random_pool(ggml_type, blocks):
-    """Random quantized blocks whose fp16 scales are small and fixed (0.0078 ~ 2^-7)."""
-    size = BLOCK_BYTES[ggml_type]
+    """Random blocks: quantized ones with small fixed fp16 scales (0.0078 ~ 2^-7); F16 and BF16
+    values with a random sign and mantissa and the exponent of 2^-7."""
+    if ggml_type in (GGML_F16, GGML_BF16):
+        values = array.array("H", os.urandom(2 * blocks))
+        # sign and mantissa kept; exponent field set to 2^-7 (f16 bias 15, bf16 bias 127).
+        keep, exponent = (0x83FF, 8 << 10) if ggml_type == GGML_F16 else (0x807F, 120 << 7)
+        values = array.array("H", ((v & keep) | exponent for v in values))
+        if sys.byteorder != "little":
+            values.byteswap()
+        return values.tobytes()
+    size = BLOCKS[ggml_type][1]
     pool = bytearray(os.urandom(size * blocks))
     scale = struct.pack("<e", 0.0078125 if ggml_type == GGML_Q4_0 else 0.0009765625)
     pool[0::size] = scale[0:1] * blocks
@@ -115,7 +128,7 @@ def random_pool(ggml_type, blocks):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--type", choices=["q4_0", "q8_0"], default="q4_0")
+    ap.add_argument("--type", choices=sorted(GGML_TYPES), default="q4_0")
     ap.add_argument("--shape", choices=sorted(SHAPES), default="qwen3-1.7b")
     ap.add_argument("--tokenizer", default=os.path.join("..", "shared", "tokenizers", "qwen3", "tokenizer.json"),
                     help="a Hugging Face tokenizer.json for the vocabulary (default: the shared Qwen3 one)")
@@ -125,7 +138,7 @@ def main():
     if not os.path.exists(args.tokenizer):
         sys.exit(f"{args.tokenizer}: no such tokenizer.json (pass --tokenizer)")
     hidden, layers, heads, kv_heads, head_dim, ffn, vocab = SHAPES[args.shape]
-    qtype = GGML_Q4_0 if args.type == "q4_0" else GGML_Q8_0
+    qtype = GGML_TYPES[args.type]
     tokens, types, merges, special_id = load_tokenizer(args.tokenizer, vocab)
 
     tensors = []  # (name, dims [columns, rows], ggml type)
@@ -179,7 +192,8 @@ def main():
         n = 1
         for d in dims:
             n *= d
-        return n * 4 if t == GGML_F32 else n // 32 * BLOCK_BYTES[t]
+        elements, size = BLOCKS[t]
+        return n // elements * size
 
     infos, offsets, offset = [], [], 0
     for name, dims, t in tensors:
@@ -190,7 +204,7 @@ def main():
 
     pool_blocks = 1 << 20  # 18-34 MB of random blocks, read at a rotating offset per tensor
     pool = random_pool(qtype, pool_blocks)
-    block = BLOCK_BYTES[qtype]
+    block = BLOCKS[qtype][1]
     rng = random.Random(1)
     with open(args.output, "wb") as out:
         header = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), md.count) + b"".join(md.parts) + b"".join(infos)

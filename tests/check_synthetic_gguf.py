@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks bench/make_synthetic_gguf.py end to end (stdlib only): the file it writes imports with
-kestrel-convert's default type, every matrix keeps the GGUF's quantization, and the model decodes.
+kestrel-convert's default type, every matrix keeps the GGUF's type (quantized ones tiled, float ones
+plain), and the model decodes.
 
-  check_synthetic_gguf.py --tokenizer TOKENIZER_JSON --workdir DIR --type q4_0|q8_0 [--runner EMULATOR]
+  check_synthetic_gguf.py --tokenizer TOKENIZER_JSON --workdir DIR --type q4_0|q8_0|f16|bf16 [--runner EMULATOR]
                           -- CONVERT INSPECT RUN
       CONVERT, INSPECT and RUN are the kestrel-convert, kestrel-inspect and kestrel-run programs; in a
       cross build each runs under EMULATOR.
@@ -32,7 +33,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tokenizer", required=True)
     ap.add_argument("--workdir", required=True)
-    ap.add_argument("--type", required=True, choices=["q4_0", "q8_0"])
+    ap.add_argument("--type", required=True, choices=["q4_0", "q8_0", "f16", "bf16"])
     ap.add_argument("--runner", default="")
     ap.add_argument("commands", nargs=3)
     args = ap.parse_args()
@@ -57,15 +58,18 @@ def main():
     for name, dtype, layout, _, _ in matrices:
         if dtype != args.type:
             raise AssertionError(f"{name} is {dtype}, the GGUF's {args.type} was not kept")
-        if layout == "plain":
+        quantized = args.type in ("q4_0", "q8_0")
+        if quantized and layout == "plain":
             raise AssertionError(f"{name} was left plain (every matrix here fills whole tiles)")
+        if not quantized and layout != "plain":
+            raise AssertionError(f"{name} is {layout}; float matrices have no tiled layout")
     if '"source"' not in listing:
         raise AssertionError(f"general.requested_type is not 'source':\n{listing}")
 
     # Random weights: the text means nothing, but every layer's output and logit must be finite
     # (--check-finite fails the run at the first non-finite value).
     out = run(run_cmd + ["-m", vqf, "-p", "hello", "-n", "6", "--temp", "0", "--check-finite"])
-    print(f"ok: {args.type}: 15 matrices kept as {args.type}, tiled; decoded {out.strip()[:60]!r}")
+    print(f"ok: {args.type}: 15 matrices kept as {args.type}; decoded {out.strip()[:60]!r}")
     return 0
 
 

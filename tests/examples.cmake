@@ -129,7 +129,7 @@ if(TARGET kestrel-inspect)
   if(KESTREL_RUNNER)
     set(runner_arg --runner ${KESTREL_RUNNER})
   endif()
-  foreach(type q4_0 q8_0)
+  foreach(type q4_0 q8_0 bf16)
     add_test(NAME bench_synthetic_gguf_${type}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_synthetic_gguf.py
                      --tokenizer ${KESTREL_SHARED_DIR}/tokenizers/qwen3/tokenizer.json
