@@ -32,19 +32,6 @@ constexpr int64_t kValueBlock = 64;
 // positions ahead read alike; bench/README.md).
 constexpr int64_t kAhead = 16;
 
-struct F16Row {
-  static __m512 Load16(const uint8_t* row, int64_t c) {
-    return HalvesToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 2)));
-  }
-  static constexpr int kBytes = 2;
-};
-struct F32Row {
-  static __m512 Load16(const uint8_t* row, int64_t c) {
-    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
-  }
-  static constexpr int kBytes = 4;
-};
-
 template <typename Row>
 struct KvRows {
   const uint8_t* base;

@@ -92,6 +92,26 @@ inline __m512i TruncateToInt(__m512 v) {
 #endif
 }
 
+// Float rows (attention's KV cache, float weight matrices): elements c..c+15 of a row as f32.
+struct F32Row {
+  static __m512 Load16(const uint8_t* row, int64_t c) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + c);
+  }
+  static constexpr int kBytes = 4;
+};
+struct F16Row {
+  static __m512 Load16(const uint8_t* row, int64_t c) {
+    return HalvesToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 2)));
+  }
+  static constexpr int kBytes = 2;
+};
+struct BF16Row {
+  static __m512 Load16(const uint8_t* row, int64_t c) {
+    return Bf16ToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + c * 2)));
+  }
+  static constexpr int kBytes = 2;
+};
+
 // The sum of a's 16 elements.
 inline float Sum16(__m512 a) {
   const __m256 h =

@@ -597,24 +597,6 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
   PrefillRows<Weights>(data, blocks, x, y, y_stride, row_begin, row_end);
 }
 
-// Float weights, 16 at a time as f32.
-struct F32Weights {
-  static __m512 Load16(const uint8_t* p) { return _mm512_loadu_ps(reinterpret_cast<const float*>(p)); }
-  static constexpr int kBytes = 4;
-};
-struct F16Weights {
-  static __m512 Load16(const uint8_t* p) {
-    return HalvesToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static constexpr int kBytes = 2;
-};
-struct BF16Weights {
-  static __m512 Load16(const uint8_t* p) {
-    return Bf16ToFloat(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
-  }
-  static constexpr int kBytes = 2;
-};
-
 // Float products. Every (row, token) is summed the same way whatever tile it falls in: two 16-lane
 // accumulators taking alternate 16-column chunks (a last odd chunk goes to the first; the columns
 // past the last multiple of 16 are copied into zeroed 16-wide buffers and go to the second, as
@@ -623,51 +605,47 @@ struct BF16Weights {
 //
 // R rows x T tokens at once: each weight vector loaded and widened serves T tokens and each
 // activation vector R rows.
-template <typename Weights, int R, int T>
+template <typename Row, int R, int T>
 void FloatTile(const uint8_t* rows, int64_t row_bytes, const float* a, int64_t a_stride, int64_t n, float* y,
                int64_t y_stride) {
   __m512 acc[R][T][2];
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) acc[r][t][0] = acc[r][t][1] = _mm512_setzero_ps();
   }
-  auto step = [&](const uint8_t* const* w_at, const float* const* a_at, int h) {
+  const uint8_t* w_row[R];
+  const float* a_row[T];
+  for (int r = 0; r < R; ++r) w_row[r] = rows + r * row_bytes;
+  for (int t = 0; t < T; ++t) a_row[t] = a + t * a_stride;
+  // Columns c..c+15 of every row and token into accumulator h.
+  auto step = [&](int64_t c, int h) {
     __m512 wv[R];
-    for (int r = 0; r < R; ++r) wv[r] = Weights::Load16(w_at[r]);
+    for (int r = 0; r < R; ++r) wv[r] = Row::Load16(w_row[r], c);
     for (int t = 0; t < T; ++t) {
-      const __m512 av = _mm512_loadu_ps(a_at[t]);
+      const __m512 av = _mm512_loadu_ps(a_row[t] + c);
       for (int r = 0; r < R; ++r) acc[r][t][h] = _mm512_fmadd_ps(wv[r], av, acc[r][t][h]);
     }
   };
-  const uint8_t* w_at[R];
-  const float* a_at[T];
-  auto point = [&](int64_t c) {
-    for (int r = 0; r < R; ++r) w_at[r] = rows + r * row_bytes + c * Weights::kBytes;
-    for (int t = 0; t < T; ++t) a_at[t] = a + t * a_stride + c;
-  };
   int64_t c = 0;
   for (; c + 32 <= n; c += 32) {
-    point(c);
-    step(w_at, a_at, 0);
-    point(c + 16);
-    step(w_at, a_at, 1);
+    step(c, 0);
+    step(c + 16, 1);
   }
   if (c + 16 <= n) {
-    point(c);
-    step(w_at, a_at, 0);
+    step(c, 0);
     c += 16;
   }
   if (const int64_t left = n - c; left > 0) {
-    alignas(64) uint8_t w_tail[R][16 * Weights::kBytes] = {};
+    alignas(64) uint8_t w_tail[R][16 * Row::kBytes] = {};
     alignas(64) float a_tail[T][16] = {};
     for (int r = 0; r < R; ++r) {
-      std::memcpy(w_tail[r], rows + r * row_bytes + c * Weights::kBytes, left * Weights::kBytes);
-      w_at[r] = w_tail[r];
+      std::memcpy(w_tail[r], w_row[r] + c * Row::kBytes, left * Row::kBytes);
+      w_row[r] = w_tail[r];
     }
     for (int t = 0; t < T; ++t) {
-      std::memcpy(a_tail[t], a + t * a_stride + c, left * sizeof(float));
-      a_at[t] = a_tail[t];
+      std::memcpy(a_tail[t], a_row[t] + c, left * sizeof(float));
+      a_row[t] = a_tail[t];
     }
-    step(w_at, a_at, 1);
+    step(0, 1);
   }
   for (int r = 0; r < R; ++r) {
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = Sum16(_mm512_add_ps(acc[r][t][0], acc[r][t][1]));
@@ -676,15 +654,15 @@ void FloatTile(const uint8_t* rows, int64_t row_bytes, const float* a, int64_t a
 
 // R rows against every token: tiles of 2 tokens, then the last one of an odd count.
 constexpr int kFloatTokenTile = 2;  // FloatRows leaves at most one token to a 1-token tile
-template <typename Weights, int R>
+template <typename Row, int R>
 void FloatRows(const uint8_t* rows, int64_t row_bytes, const Activations& x, int64_t n, float* y, int64_t y_stride) {
   int64_t t = 0;
   for (; t + kFloatTokenTile <= x.n_tokens; t += kFloatTokenTile) {
-    FloatTile<Weights, R, kFloatTokenTile>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride,
-                                           y_stride);
+    FloatTile<Row, R, kFloatTokenTile>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride,
+                                       y_stride);
   }
   if (t < x.n_tokens) {
-    FloatTile<Weights, R, 1>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride, y_stride);
+    FloatTile<Row, R, 1>(rows, row_bytes, x.f32 + t * x.columns, x.columns, n, y + t * y_stride, y_stride);
   }
 }
 
@@ -692,18 +670,18 @@ void FloatRows(const uint8_t* rows, int64_t row_bytes, const Activations& x, int
 // short streams: 1.2-1.3x slower from memory with 2 KB rows). Prefill: 6 rows x 2 tokens (24
 // accumulators, 6 weight vectors and an activation: 31 of the 32 registers; 4 x 3 ran 0.76-1.06x
 // as fast).
-template <typename Weights>
+template <typename Row>
 void MatmulFloat(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                  int64_t row_end) {
   const auto* data = static_cast<const uint8_t*>(w.data);
-  const int64_t row_bytes = w.columns * Weights::kBytes;
+  const int64_t row_bytes = w.columns * Row::kBytes;
   int64_t r = row_begin;
   if (x.n_tokens > 1) {
     for (; r + 6 <= row_end; r += 6) {
-      FloatRows<Weights, 6>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
+      FloatRows<Row, 6>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
     }
   }
-  for (; r < row_end; ++r) FloatRows<Weights, 1>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
+  for (; r < row_end; ++r) FloatRows<Row, 1>(data + r * row_bytes, row_bytes, x, w.columns, y + r, y_stride);
 }
 
 }  // namespace
@@ -719,9 +697,9 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:
-      if (w.dtype == DType::kF32) return MatmulFloat<F32Weights>(w, x, y, y_stride, row_begin, row_end);
-      if (w.dtype == DType::kF16) return MatmulFloat<F16Weights>(w, x, y, y_stride, row_begin, row_end);
-      return MatmulFloat<BF16Weights>(w, x, y, y_stride, row_begin, row_end);
+      if (w.dtype == DType::kF32) return MatmulFloat<F32Row>(w, x, y, y_stride, row_begin, row_end);
+      if (w.dtype == DType::kF16) return MatmulFloat<F16Row>(w, x, y, y_stride, row_begin, row_end);
+      return MatmulFloat<BF16Row>(w, x, y, y_stride, row_begin, row_end);
   }
 }
 
