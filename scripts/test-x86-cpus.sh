@@ -26,28 +26,29 @@ fi
 if ! command -v qemu-x86_64 >/dev/null; then
   SUDO=""
   if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq || true
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends qemu-user
 fi
 for program in x86_backend_test backend_model_test kernels_test capi_test; do
   [ -x "$build/tests/$program" ] || { echo "error: $build/tests/$program not built" >&2; exit 1; }
 done
 
+logs="$build/x86-cpu-logs"  # each run's whole output, kept for a look after a failure
+mkdir -p "$logs"
+
 run() {
   local cpu=$1 backend=$2 program=$3
   echo "-- qemu-x86_64 -cpu $cpu (expects $backend): $program"
-  local log
-  log=$(mktemp)
+  local log="$logs/$cpu-$program.log"
   # TCG warns once per CPUID feature of the model it cannot emulate (TSX, PCID, ...); those lines
   # are dropped, everything else is shown when the program fails.
   if ! KESTREL_EXPECT_BACKEND=$backend timeout "$timeout_s" \
       qemu-x86_64 -cpu "$cpu" "$build/tests/$program" --reporter compact > "$log" 2>&1; then
     grep -v "TCG doesn't support requested feature" "$log" >&2 || true
-    rm -f "$log"
     echo "error: $program failed under qemu-x86_64 -cpu $cpu" >&2
     exit 1
   fi
   grep -E "^Passed" "$log" || { echo "error: no Catch2 summary from $program" >&2; exit 1; }
-  rm -f "$log"
 }
 
 run Haswell avx2 x86_backend_test

@@ -192,11 +192,11 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
     }
     for (const MatmulCase& c : kMatmulCases) {
       if (!b->accepts(c.dtype, c.layout)) continue;
+      // Float products tile tokens by 2 on x86: odd and even counts, one tile and several.
+      const std::vector<int64_t> token_counts =
+          IsBlockQuantized(c.dtype) ? std::vector<int64_t>{1, 2, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 13};
       for (int64_t columns : ColumnCounts(c.dtype)) {
         for (int64_t rows : RowCounts(c.layout)) {
-          // Float products tile tokens by 2 on x86: odd and even counts, one tile and several.
-          const std::vector<int64_t> token_counts =
-              IsBlockQuantized(c.dtype) ? std::vector<int64_t>{1, 2, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 13};
           for (int64_t tokens : token_counts) {
             INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
                          << ", " << tokens << " tokens");
