@@ -18,29 +18,37 @@ cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON -
 cmake --build build-ci -j "$jobs"
 ctest --test-dir build-ci -j "$jobs" --output-on-failure
 
-echo "== AVX-512 instructions only in avx512_vnni code, AVX-VNNI only in avx_vnni code"
+echo "== AVX-512 instructions only in avx512_vnni and amx_int8 code, AVX-VNNI only in avx_vnni code, AMX only in amx_int8 code"
 # Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
-# belong to the avx512_vnni backend, whose code runs only after its CPUID check (anything else is a
-# SIGILL on AVX2-only CPUs); its SIMDe build (avx512_vnni_simde) must have none. The one exception:
-# the VEX form of VPDPBUSD (AVX-VNNI), in avx_vnni functions only, and nothing else of AVX-512's
-# there. The units compiled with AVX-512 or AVX-VNNI flags must define no weak (shared inline or
-# template) symbol that the linker could pick for other code, and no static initializer.
+# belong to the avx512_vnni backend or to amx_int8 (which needs everything avx512_vnni does), whose
+# code runs only after their CPUID checks (anything else is a SIGILL on AVX2-only CPUs); the SIMDe
+# build (avx512_vnni_simde) must have none. The one exception: the VEX form of VPDPBUSD (AVX-VNNI),
+# in avx_vnni functions only, and nothing else of AVX-512's there. Tile instructions (AMX) belong
+# to amx_int8 alone. The units compiled with AVX-512, AVX-VNNI or AMX flags must define no weak
+# (shared inline or template) symbol that the linker could pick for other code, and no static
+# initializer.
 objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
   /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
+  /%tmm[0-7]|ldtilecfg|tilerelease/ {
+    if (fn ~ /kestrel::amx_int8::/) { amx = 1; next }
+    if (!(fn in seen)) printf "error: AMX instruction in %s\n", fn
+    seen[fn] = bad = 1
+  }
   /\{vex\} vpdpbusd/ && fn ~ /kestrel::avx_vnni::/ { vex_vnni = 1; next }
   /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])|vpdpbusd/ {
-    if (fn ~ /kestrel::avx512_vnni::/) { found = 1; next }
+    if (fn ~ /kestrel::(avx512_vnni|amx_int8)::/) { found = 1; next }
     if (!(fn in seen)) printf "error: AVX-512 instruction in %s\n", fn
     seen[fn] = bad = 1
   }
   END {
     if (!found) print "error: no AVX-512 instruction at all in libkestrel.so"
     if (!vex_vnni) print "error: no AVX-VNNI instruction at all in libkestrel.so"
-    exit (bad || !found || !vex_vnni) ? 1 : 0
+    if (!amx) print "error: no AMX instruction at all in libkestrel.so"
+    exit (bad || !found || !vex_vnni || !amx) ? 1 : 0
   }'
 # The units compiled with the AVX-512 or AVX-VNNI flags (the SIMDe twins are named avx512_simde_*).
 isa_objects=()
-for unit in avx512_kernels avx512_attention avx512_activations avx_vnni_kernels; do
+for unit in avx512_kernels avx512_attention avx512_activations avx_vnni_kernels amx_kernels; do
   object=$(find build-ci -name "$unit.cc.o" | head -n 1)
   [ -n "$object" ] || { echo "error: no object for $unit.cc in build-ci" >&2; exit 1; }
   isa_objects+=("$object")
@@ -48,18 +56,18 @@ done
 for isa_object in "${isa_objects[@]}"; do
   weak=$(nm -C "$isa_object" | awk '$1 ~ /^[WwVvu]$/ || $2 ~ /^[WwVvu]$/' || true)
   if [ -n "$weak" ]; then
-    echo "error: the AVX-512 / AVX-VNNI unit $isa_object defines weak (shared inline/template) symbols:" >&2
+    echo "error: the AVX-512 / AVX-VNNI / AMX unit $isa_object defines weak (shared inline/template) symbols:" >&2
     echo "$weak" >&2
     exit 1
   fi
   # Nor any static initializer: it would run when the library loads, on every CPU.
   if nm "$isa_object" | grep -q '_GLOBAL__sub_I'; then
-    echo "error: the AVX-512 / AVX-VNNI unit $isa_object has a static initializer (runs at load on every CPU):" >&2
+    echo "error: the AVX-512 / AVX-VNNI / AMX unit $isa_object has a static initializer (runs at load on every CPU):" >&2
     nm -C "$isa_object" | grep '_GLOBAL__sub_I' >&2
     exit 1
   fi
 done
-echo "ok: AVX-512 instructions only in avx512_vnni functions, AVX-VNNI only in avx_vnni ones; no weak symbols or static initializers in ${isa_objects[*]}"
+echo "ok: AVX-512 instructions only in avx512_vnni and amx_int8 functions, AVX-VNNI only in avx_vnni ones, AMX only in amx_int8 ones; no weak symbols or static initializers in ${isa_objects[*]}"
 
 echo "== x86 CPU models under qemu: Haswell (avx2), SandyBridge and Nehalem (generic)"
 bash scripts/test-x86-cpus.sh build-ci

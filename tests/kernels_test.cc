@@ -224,7 +224,7 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
 }
 
 // Quantized products as prefill and decode call them: every token count from 1 to 17 (past any
-// token tile of 8 or 16 plus a remainder) and 300 (past a chunk of tokens), rows past a 16-row group, split into ranges that do not
+// token tile of 8 or 16 plus a remainder), 31 to 33 (two 16-token tiles and one either side) and 300 (past a chunk of tokens), rows past a 16-row group, split into ranges that do not
 // start on a multiple of 16, and rows of thousands of blocks (past any per-call stack budget).
 TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for wide rows", "[kernels][conformance]") {
   const Backend& ref = Generic();
@@ -234,6 +234,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
   };
   std::vector<int64_t> all_tokens;
   for (int64_t t = 1; t <= 17; ++t) all_tokens.push_back(t);
+  for (int64_t t : {31, 32, 33}) all_tokens.push_back(t);  // amx_int8's 16-token tiles: two, and one either side
   const Shape shapes[] = {
       {96, all_tokens},
       {32 * 2107, {1, 3, 9, 17}},

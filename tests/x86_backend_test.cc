@@ -2,7 +2,7 @@
 // skipped. Checks: each backend's CPU check agrees with the compiler's own CPU detection (libgcc's,
 // which also asks the OS which register state it saves); automatic selection picks avx512_vnni where
 // the CPU has AVX-512 VNNI, else avx_vnni where it has AVX-VNNI, else avx2, else generic, and never
-// the test-only avx512_vnni_simde; forcing a backend the CPU lacks is refused before any of its code
+// the test-only avx512_vnni_simde nor amx_int8 (named only); forcing a backend the CPU lacks is refused before any of its code
 // runs. scripts/test-x86-cpus.sh runs this file (and the kernel and model suites) under
 // qemu-x86_64 on CPU models without AVX-512 and without AVX2, with KESTREL_EXPECT_BACKEND naming
 // the backend the model must get, so the fallbacks and refusals run on every CI machine, not only
@@ -46,6 +46,10 @@ bool CompilerSaysAvx512Vnni() {
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
 }
 
+bool CompilerSaysAmxInt8() {
+  return CompilerSaysAvx512Vnni() && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8");
+}
+
 std::string ExpectedBackend() {
   const char* env = std::getenv("KESTREL_EXPECT_BACKEND");
   return env != nullptr ? env : "";
@@ -61,13 +65,17 @@ TEST_CASE("x86: CPU checks agree with the compiler's CPU detection", "[x86]") {
   CHECK(avx2->cpu_supports() == CompilerSaysAvx2());
   CHECK(avx_vnni->cpu_supports() == CompilerSaysAvxVnni());
   CHECK(avx512->cpu_supports() == CompilerSaysAvx512Vnni());
+  // libgcc reads CPUID and XCR0; the backend also asks Linux for the tile data state (5.16 on).
+  const Backend* amx = FindBackend("amx_int8");
+  REQUIRE(amx != nullptr);
+  CHECK(amx->cpu_supports() == CompilerSaysAmxInt8());
   if (const Backend* simde = FindBackend("avx512_vnni_simde"); simde != nullptr) {
     // The emulation runs wherever AVX2 does.
     CHECK(simde->cpu_supports() == avx2->cpu_supports());
   }
 }
 
-TEST_CASE("x86: automatic selection prefers avx512_vnni, then avx_vnni, then avx2, never the SIMDe build", "[x86]") {
+TEST_CASE("x86: automatic selection prefers avx512_vnni, then avx_vnni, then avx2, never the SIMDe build nor amx_int8", "[x86]") {
   const Backend* generic = FindBackend("generic");
   const Backend* avx2 = FindBackend("avx2");
   const Backend* avx_vnni = FindBackend("avx_vnni");
@@ -77,6 +85,10 @@ TEST_CASE("x86: automatic selection prefers avx512_vnni, then avx_vnni, then avx
   REQUIRE(avx_vnni != nullptr);
   REQUIRE(avx512 != nullptr);
   REQUIRE(avx512->priority > avx_vnni->priority);
+  // amx_int8 is only ever chosen by name: it measured slower than avx512_vnni, which every AMX CPU has.
+  const Backend* amx = FindBackend("amx_int8");
+  REQUIRE(amx != nullptr);
+  REQUIRE(amx->priority < avx512->priority);
   REQUIRE(avx_vnni->priority > avx2->priority);
   REQUIRE(avx2->priority > generic->priority);
   const Backend* simde = FindBackend("avx512_vnni_simde");
@@ -102,7 +114,7 @@ TEST_CASE("x86: automatic selection prefers avx512_vnni, then avx_vnni, then avx
 }
 
 TEST_CASE("x86: forcing a backend the CPU lacks is refused, not run", "[x86]") {
-  for (const char* name : {"avx2", "avx_vnni", "avx512_vnni"}) {
+  for (const char* name : {"avx2", "avx_vnni", "avx512_vnni", "amx_int8"}) {
     DYNAMIC_SECTION(name) {
       const Backend* backend = FindBackend(name);
       REQUIRE(backend != nullptr);

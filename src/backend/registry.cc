@@ -19,6 +19,9 @@ const Backend& GetBackend();
 namespace avx512_vnni {
 const Backend& GetBackend();
 }
+namespace amx_int8 {
+const Backend& GetBackend();
+}
 #endif
 #if defined(KESTREL_WITH_SIMDE_BACKENDS)
 namespace avx512_vnni_simde {
@@ -41,6 +44,7 @@ const std::vector<const Backend*>& CompiledBackends() {
       &avx2::GetBackend(),
       &avx_vnni::GetBackend(),
       &avx512_vnni::GetBackend(),
+      &amx_int8::GetBackend(),
 #endif
 #if defined(KESTREL_WITH_SIMDE_BACKENDS)
       &avx512_vnni_simde::GetBackend(),  // test only, never picked automatically (priority 1)

@@ -1,0 +1,219 @@
+// AMX kernels: the quantized prefill products (Q4_0 and Q8_0 weights, plain and tiled) on the tile
+// unit, with TDPBSSD. The only file compiled with -mamx-tile -mamx-int8; like the AVX-512 units it
+// includes nothing but the kernel types, intrinsics and the shared AVX-512 weight loaders, and keeps
+// every helper in an anonymous namespace.
+//
+// Why per block: a block's integer sum must be scaled by its own d_w * d_a before it joins the
+// row's float sum (the reference's order, so results stay bit-identical to the generic backend),
+// so each TDPBSSD covers one block (K = 32): C (16 tokens x 16 rows, int32) = A (16 tokens x 32
+// activation bytes) . B (32 bytes x 16 rows, in the VNNI order the AVX-512 loaders already
+// produce). The tile unit does the 8192 byte products; AVX-512 then converts, scales and adds the
+// 256 sums (4 instructions per 16), which is what bounds this loop. Blocks alternate between two
+// sets of tile registers, so one block's product runs while the previous one's sums are scaled.
+//
+// Each 16-row strip is unpacked once per chunk of blocks into signed bytes (a stack buffer in L1)
+// that every 16-token tile reads, as the AVX-512 prefill does. Decode (and prompts shorter than
+// kMinTokens) go to the avx512_vnni kernels: one token fills 1/16 of a tile.
+#define KESTREL_AVX512_NAMESPACE amx_int8
+#include "backend_x86/amx_kernels.h"
+
+#include <cstring>
+#include <initializer_list>
+
+#include "backend_x86/avx512_intrinsics.h"
+#include "backend_x86/avx512_kernels.h"
+#include "backend_x86/avx512_weight_blocks.h"
+
+namespace kestrel::amx_int8 {
+namespace {
+
+constexpr int kTileTokens = 16;      // tokens per tile (A and C rows)
+constexpr int64_t kChunkBlocks = 32;  // blocks unpacked per strip chunk: 16 KB of B tiles + 2 KB of scales
+constexpr int kBlockBytes = 32;       // K per TDPBSSD: one block
+// Fewer tokens than this go to the avx512_vnni kernels (kernels bench: bench/README.md).
+constexpr int64_t kMinTokens = 8;
+
+// Tile registers: two sets, for blocks of even and odd index: C (sums) 0 and 1, A (activations) 2
+// and 3, B (weights) 4 and 5. GCC's tile intrinsics paste the register number into the assembly
+// text, so it is written as a literal in each set's functions below.
+constexpr int kC0 = 0, kC1 = 1, kA0 = 2, kA1 = 3, kB0 = 4, kB1 = 5;
+
+// The 64-byte operand of LDTILECFG (palette 1).
+struct TileConfig {
+  uint8_t palette_id;
+  uint8_t start_row;
+  uint8_t reserved[14];
+  uint16_t colsb[16];  // bytes per row
+  uint8_t rows[16];
+};
+
+void ConfigureTiles() {
+  alignas(64) TileConfig config;
+  std::memset(&config, 0, sizeof(config));
+  config.palette_id = 1;
+  for (int c : {kC0, kC1}) config.colsb[c] = 64, config.rows[c] = kTileTokens;  // 16 x 16 int32
+  for (int a : {kA0, kA1}) config.colsb[a] = kBlockBytes, config.rows[a] = kTileTokens;
+  for (int b : {kB0, kB1}) config.colsb[b] = 64, config.rows[b] = kBlockBytes / 4;  // 8 rows of 16 x 4 bytes
+  // In assembly with the whole struct as its operand: GCC 12's _tile_loadconfig lets the compiler
+  // drop the stores to every field but the first (the tiles were left unconfigured: SIGILL).
+  __asm__ volatile("ldtilecfg %0" ::"m"(config));
+}
+
+// One block of 16 rows as TDPBSSD's B operand: row k holds, for each weight row n, its signed
+// bytes 4k..4k+3.
+struct alignas(64) BTile {
+  int8_t bytes[kBlockBytes / 4][64];
+};
+
+// The loaders give unsigned bytes (Q4_0 nibbles, Q8_0 quants + 128); subtracting the zero point
+// (8, or 128 modulo 256) makes them the signed weights.
+template <typename Weights>
+void UnpackBlock(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, BTile* out, float* scale) {
+  WeightBlock w;
+  Weights::Load(data, blocks, r0, n_rows, b, &w);
+  const __m512i zero_point = _mm512_set1_epi8(static_cast<char>(Weights::kZeroPoint));
+  for (int k = 0; k < kBlockBytes / 4; ++k) _mm512_store_si512(out->bytes[k], _mm512_sub_epi8(w.u[k], zero_point));
+  _mm512_store_ps(scale, w.scale);
+}
+
+// Activations of a token tile: block i of token t starts at base + t * row_stride + i * block_step.
+struct TokenBytes {
+  const int8_t* base;
+  int64_t row_stride;
+  int64_t block_step;
+};
+
+// Set kSet's C tile = its A tile (block i of the tokens) . its B tile (block i of the rows).
+template <int kSet>
+inline void MultiplyBlock(const BTile* w, const TokenBytes& a, int64_t i) {
+  const int8_t* a_block = a.base + i * a.block_step;
+  if constexpr (kSet == 0) {
+    _tile_zero(0);
+    _tile_loadd(2, a_block, a.row_stride);
+    _tile_loadd(4, w[i].bytes, 64);
+    _tile_dpbssd(0, 2, 4);
+  } else {
+    _tile_zero(1);
+    _tile_loadd(3, a_block, a.row_stride);
+    _tile_loadd(5, w[i].bytes, 64);
+    _tile_dpbssd(1, 3, 5);
+  }
+}
+
+template <int kSet>
+inline void StoreSums(int32_t (*sums)[16]) {
+  if constexpr (kSet == 0) {
+    _tile_stored(0, sums, 64);
+  } else {
+    _tile_stored(1, sums, 64);
+  }
+}
+
+// acc[t] += float(sums[t]) * (d_w * d_a[t]) for one block: the reference's rounding, a multiply
+// and then an add.
+// a_scale[t]: token t's d_a for this block, kChunkBlocks floats apart (a constant offset each).
+template <int kTokens>
+inline void ScaleBlock(__m512* acc, const float* w_scale, const float* a_scale, const int32_t (*sums)[16]) {
+  const __m512 ws = _mm512_load_ps(w_scale);
+#pragma GCC unroll 16
+  for (int t = 0; t < kTokens; ++t) {
+    const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(a_scale[t * kChunkBlocks]));
+    const __m512 v = IntToFloat(_mm512_load_si512(sums[t]));
+    acc[t] = _mm512_add_ps(acc[t], _mm512_mul_ps(v, scale));
+  }
+}
+
+// kTokens tokens (rows of the A tile past them are read and ignored) against the n unpacked blocks
+// of one strip chunk. a_scale[t][i]: token t's d_a for the chunk's block i. y: the first token's output at the strip's first row; sums start from zero when
+// `first`, else continue from y (an f32 store and load are exact).
+template <int kTokens>
+void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, const TokenBytes& a,
+               const float (*a_scale)[kChunkBlocks], bool first, float* y, int64_t y_stride, int n_rows) {
+  __m512 acc[kTokens];
+  for (int t = 0; t < kTokens; ++t) acc[t] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride, n_rows);
+  // Block i's sums go to sums[i % 4]; they are scaled one block later, while the tile unit works
+  // on the next product: scaling right after the store waited on it (1.3-1.6x slower alone).
+  alignas(64) int32_t sums[4][kTileTokens][16];
+  const auto scale = [&](int64_t i) { ScaleBlock<kTokens>(acc, w_scale[i], &a_scale[0][i], sums[i % 4]); };
+  MultiplyBlock<0>(w, a, 0);
+  for (int64_t i = 0; i < n; i += 2) {
+    if (i + 1 < n) MultiplyBlock<1>(w, a, i + 1);
+    StoreSums<0>(sums[i % 4]);
+    if (i > 0) scale(i - 1);
+    if (i + 1 >= n) break;
+    if (i + 2 < n) MultiplyBlock<0>(w, a, i + 2);
+    StoreSums<1>(sums[(i + 1) % 4]);
+    scale(i);
+  }
+  scale(n - 1);
+  for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride, acc[t], n_rows);
+}
+
+using TokenTileFn = void (*)(const BTile*, const float (*)[16], int64_t, const TokenBytes&,
+                             const float (*)[kChunkBlocks], bool, float*, int64_t, int);
+
+template <typename Weights>
+void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
+                 int64_t row_begin, int64_t row_end) {
+  static constexpr TokenTileFn kByTokens[kTileTokens] = {
+      TokenTile<1>,  TokenTile<2>,  TokenTile<3>,  TokenTile<4>,  TokenTile<5>,  TokenTile<6>,
+      TokenTile<7>,  TokenTile<8>,  TokenTile<9>,  TokenTile<10>, TokenTile<11>, TokenTile<12>,
+      TokenTile<13>, TokenTile<14>, TokenTile<15>, TokenTile<16>,
+  };
+  alignas(64) BTile strip[kChunkBlocks];
+  alignas(64) float strip_scale[kChunkBlocks][16];
+  // A last tile of fewer than 16 tokens is copied here, zero-padded, so no tile load reads past
+  // the activations.
+  alignas(64) int8_t staged[kTileTokens][kChunkBlocks * kBlockBytes];
+  // The tile's activation scales at a fixed stride, so the scaling loop addresses them by constant
+  // offsets from one pointer (the activations' own stride kept 16 address registers live).
+  alignas(64) float a_scale[kTileTokens][kChunkBlocks] = {};
+  const int64_t a_row_bytes = blocks * static_cast<int64_t>(sizeof(BlockQ8_0));
+  ConfigureTiles();
+  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+    const int n_rows = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
+    for (int64_t b0 = 0; b0 < blocks; b0 += kChunkBlocks) {
+      const int64_t n = blocks - b0 < kChunkBlocks ? blocks - b0 : kChunkBlocks;
+      for (int64_t i = 0; i < n; ++i) {
+        UnpackBlock<Weights>(data, blocks, r0, n_rows, b0 + i, &strip[i], strip_scale[i]);
+      }
+      for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
+        const int n_tok = static_cast<int>(x.n_tokens - t0 < kTileTokens ? x.n_tokens - t0 : kTileTokens);
+        const BlockQ8_0* first_block = x.q8_0 + t0 * blocks + b0;
+        TokenBytes a{first_block->qs, a_row_bytes, static_cast<int64_t>(sizeof(BlockQ8_0))};
+        if (n_tok < kTileTokens) {
+          std::memset(staged, 0, sizeof(staged));
+          for (int t = 0; t < n_tok; ++t) {
+            for (int64_t i = 0; i < n; ++i) std::memcpy(&staged[t][i * kBlockBytes], first_block[t * blocks + i].qs, 32);
+          }
+          a = TokenBytes{staged[0], kChunkBlocks * kBlockBytes, kBlockBytes};
+        }
+        for (int t = 0; t < n_tok; ++t) {
+          std::memcpy(a_scale[t], x.q8_0_scales + (t0 + t) * blocks + b0, static_cast<size_t>(n) * sizeof(float));
+        }
+        kByTokens[n_tok - 1](strip, strip_scale, n, a, a_scale, b0 == 0,
+                             y + t0 * y_stride + r0, y_stride, n_rows);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace
+
+void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
+  const bool quantized = w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0;
+  const int64_t blocks = w.columns / 32;
+  if (!quantized || x.n_tokens < kMinTokens || blocks == 0 || row_begin >= row_end) {
+    return avx512_vnni::Matmul(w, x, y, y_stride, row_begin, row_end);
+  }
+  const auto* data = static_cast<const uint8_t*>(w.data);
+  if (w.dtype == DType::kQ8_0) {
+    if (w.layout == Layout::kQ8_0x8) return PrefillRows<TiledQ8_0x8>(data, blocks, x, y, y_stride, row_begin, row_end);
+    return PrefillRows<PlainQ8_0>(data, blocks, x, y, y_stride, row_begin, row_end);
+  }
+  if (w.layout == Layout::kQ4_0x4) return PrefillRows<TiledQ4_0x4>(data, blocks, x, y, y_stride, row_begin, row_end);
+  return PrefillRows<PlainQ4_0>(data, blocks, x, y, y_stride, row_begin, row_end);
+}
+
+}  // namespace kestrel::amx_int8
