@@ -61,12 +61,11 @@ const KernelTable& Table() {
 
 }  // namespace
 
-// Ranked just below avx512_vnni, so it is never picked automatically (every AMX CPU has AVX-512
-// VNNI): on the one AMX machine measured so far (a 2-vCPU Xeon VM) its prefill was no faster in the
-// kernels bench and 0.8-0.9x at two threads end to end (bench/README.md). Named with --backend
-// amx_int8 (or KESTREL_BACKEND) it runs, and it is tested like every backend.
+// Ranked above avx512_vnni: on the one AMX machine measured so far (a 2-vCPU Xeon VM) its prefill
+// products ran 1.1-1.4x as fast in the kernels bench and a Q4_0 64-token prefill 1.1-1.4x end to
+// end (bench/README.md). Decode is avx512_vnni's either way.
 const Backend& GetBackend() {
-  static const Backend backend = {"amx_int8", 19, Supported, avx2::Accepts, &Table()};
+  static const Backend backend = {"amx_int8", 25, Supported, avx2::Accepts, &Table()};
   return backend;
 }
 

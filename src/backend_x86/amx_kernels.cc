@@ -11,8 +11,9 @@
 // 256 sums (4 instructions per 16), which is what bounds this loop. Blocks alternate between two
 // sets of tile registers, so one block's product runs while the previous one's sums are scaled.
 //
-// Each 16-row strip is unpacked once per chunk of blocks into signed bytes (a stack buffer in L1)
-// that every 16-token tile reads, as the AVX-512 prefill does. Decode (and prompts shorter than
+// For each chunk of blocks, the activations of up to 64 tokens are copied into tile order, then
+// each 16-row strip's blocks are unpacked once into signed bytes (a stack buffer in L1) that every
+// 16-token tile reads, as the AVX-512 prefill does. Sums cross chunks through y. Decode (and prompts shorter than
 // kMinTokens) go to the avx512_vnni kernels: one token fills 1/16 of a tile.
 #define KESTREL_AVX512_NAMESPACE amx_int8
 #include "backend_x86/amx_kernels.h"
@@ -29,6 +30,7 @@ namespace {
 
 constexpr int kTileTokens = 16;      // tokens per tile (A and C rows)
 constexpr int64_t kChunkBlocks = 32;  // blocks unpacked per strip chunk: 16 KB of B tiles + 2 KB of scales
+constexpr int64_t kTokenChunk = 64;   // tokens staged per chunk of blocks: 64 KB of activations
 constexpr int kBlockBytes = 32;       // K per TDPBSSD: one block
 // Fewer tokens than this go to the avx512_vnni kernels (kernels bench: bench/README.md).
 constexpr int64_t kMinTokens = 8;
@@ -162,37 +164,47 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   };
   alignas(64) BTile strip[kChunkBlocks];
   alignas(64) float strip_scale[kChunkBlocks][16];
-  // A last tile of fewer than 16 tokens is copied here, zero-padded, so no tile load reads past
-  // the activations.
-  alignas(64) int8_t staged[kTileTokens][kChunkBlocks * kBlockBytes];
-  // The tile's activation scales at a fixed stride, so the scaling loop addresses them by constant
-  // offsets from one pointer (the activations' own stride kept 16 address registers live).
-  alignas(64) float a_scale[kTileTokens][kChunkBlocks] = {};
-  const int64_t a_row_bytes = blocks * static_cast<int64_t>(sizeof(BlockQ8_0));
+  // The activations of a chunk of blocks, copied once for every strip of the range into tile order:
+  // each block of 16 tokens is 512 contiguous bytes (read with the activations' own 2-3 KB stride,
+  // every tile row was another line from L2), zero rows past the last token. Their scales at a
+  // fixed stride, so the scaling loop addresses them by constant offsets from one pointer.
+  alignas(64) int8_t staged[kTokenChunk / kTileTokens][kChunkBlocks][kTileTokens][kBlockBytes];
+  alignas(64) float a_scale[kTokenChunk / kTileTokens][kTileTokens][kChunkBlocks];
   ConfigureTiles();
-  for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
-    const int n_rows = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
+  for (int64_t c0 = 0; c0 < x.n_tokens; c0 += kTokenChunk) {
+    const int64_t c_tokens = x.n_tokens - c0 < kTokenChunk ? x.n_tokens - c0 : kTokenChunk;
+    const int64_t n_tiles = (c_tokens + kTileTokens - 1) / kTileTokens;
     for (int64_t b0 = 0; b0 < blocks; b0 += kChunkBlocks) {
       const int64_t n = blocks - b0 < kChunkBlocks ? blocks - b0 : kChunkBlocks;
-      for (int64_t i = 0; i < n; ++i) {
-        UnpackBlock<Weights>(data, blocks, r0, n_rows, b0 + i, &strip[i], strip_scale[i]);
+      for (int64_t t = 0; t < n_tiles * kTileTokens; ++t) {
+        int8_t(*rows)[kTileTokens][kBlockBytes] = staged[t / kTileTokens];
+        if (t >= c_tokens) {
+          for (int64_t i = 0; i < n; ++i) std::memset(rows[i][t % kTileTokens], 0, kBlockBytes);
+          continue;
+        }
+        const BlockQ8_0* a = x.q8_0 + (c0 + t) * blocks + b0;
+        for (int64_t i = 0; i < n; ++i) std::memcpy(rows[i][t % kTileTokens], a[i].qs, kBlockBytes);
+        std::memcpy(a_scale[t / kTileTokens][t % kTileTokens], x.q8_0_scales + (c0 + t) * blocks + b0,
+                    static_cast<size_t>(n) * sizeof(float));
       }
-      for (int64_t t0 = 0; t0 < x.n_tokens; t0 += kTileTokens) {
-        const int n_tok = static_cast<int>(x.n_tokens - t0 < kTileTokens ? x.n_tokens - t0 : kTileTokens);
-        const BlockQ8_0* first_block = x.q8_0 + t0 * blocks + b0;
-        TokenBytes a{first_block->qs, a_row_bytes, static_cast<int64_t>(sizeof(BlockQ8_0))};
-        if (n_tok < kTileTokens) {
-          std::memset(staged, 0, sizeof(staged));
-          for (int t = 0; t < n_tok; ++t) {
-            for (int64_t i = 0; i < n; ++i) std::memcpy(&staged[t][i * kBlockBytes], first_block[t * blocks + i].qs, 32);
-          }
-          a = TokenBytes{staged[0], kChunkBlocks * kBlockBytes, kBlockBytes};
+      for (int64_t r0 = row_begin; r0 < row_end; r0 += kRows) {
+        const int n_rows = static_cast<int>(row_end - r0 < kRows ? row_end - r0 : kRows);
+        for (int64_t i = 0; i < n; ++i) {
+          UnpackBlock<Weights>(data, blocks, r0, n_rows, b0 + i, &strip[i], strip_scale[i]);
         }
-        for (int t = 0; t < n_tok; ++t) {
-          std::memcpy(a_scale[t], x.q8_0_scales + (t0 + t) * blocks + b0, static_cast<size_t>(n) * sizeof(float));
+        // The next strip's blocks are prefetched a share per token tile, while this one computes.
+        const int64_t next_r0 = r0 + kRows;
+        const int next_rows = static_cast<int>(row_end - next_r0 < kRows ? row_end - next_r0 : kRows);
+        int64_t prefetched = 0;
+        for (int64_t k = 0; k < n_tiles; ++k) {
+          const int64_t share = next_rows > 0 ? n * (k + 1) / n_tiles : 0;
+          for (; prefetched < share; ++prefetched) Weights::Prefetch(data, blocks, next_r0, next_rows, b0 + prefetched);
+          const int64_t t0 = c0 + k * kTileTokens;
+          const int n_tok = static_cast<int>(x.n_tokens - t0 < kTileTokens ? x.n_tokens - t0 : kTileTokens);
+          const TokenBytes a{staged[k][0][0], kBlockBytes, kTileTokens * kBlockBytes};
+          kByTokens[n_tok - 1](strip, strip_scale, n, a, a_scale[k], b0 == 0, y + t0 * y_stride + r0, y_stride,
+                               n_rows);
         }
-        kByTokens[n_tok - 1](strip, strip_scale, n, a, a_scale, b0 == 0,
-                             y + t0 * y_stride + r0, y_stride, n_rows);
       }
     }
   }
