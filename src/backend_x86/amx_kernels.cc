@@ -78,25 +78,21 @@ void UnpackBlock(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, in
   _mm512_store_ps(scale, w.scale);
 }
 
-// Activations of a token tile: block i of token t starts at base + t * row_stride + i * block_step.
-struct TokenBytes {
-  const int8_t* base;
-  int64_t row_stride;
-  int64_t block_step;
-};
+// A token tile's staged activations: tile[i] is block i of its 16 tokens, 32 bytes a token.
+using TokenTileBytes = const int8_t (*)[kTileTokens][kBlockBytes];
 
 // Set kSet's C tile = its A tile (block i of the tokens) . its B tile (block i of the rows).
 template <int kSet>
-inline void MultiplyBlock(const BTile* w, const TokenBytes& a, int64_t i) {
-  const int8_t* a_block = a.base + i * a.block_step;
+inline void MultiplyBlock(const BTile* w, TokenTileBytes a, int64_t i) {
+  const int8_t* a_block = a[i][0];
   if constexpr (kSet == 0) {
     _tile_zero(0);
-    _tile_loadd(2, a_block, a.row_stride);
+    _tile_loadd(2, a_block, kBlockBytes);
     _tile_loadd(4, w[i].bytes, 64);
     _tile_dpbssd(0, 2, 4);
   } else {
     _tile_zero(1);
-    _tile_loadd(3, a_block, a.row_stride);
+    _tile_loadd(3, a_block, kBlockBytes);
     _tile_loadd(5, w[i].bytes, 64);
     _tile_dpbssd(1, 3, 5);
   }
@@ -129,7 +125,7 @@ inline void ScaleBlock(__m512* acc, const float* w_scale, const float* a_scale, 
 // of one strip chunk. a_scale[t][i]: token t's d_a for the chunk's block i. y: the first token's output at the strip's first row; sums start from zero when
 // `first`, else continue from y (an f32 store and load are exact).
 template <int kTokens>
-void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, const TokenBytes& a,
+void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, TokenTileBytes a,
                const float (*a_scale)[kChunkBlocks], bool first, float* y, int64_t y_stride, int n_rows) {
   __m512 acc[kTokens];
   for (int t = 0; t < kTokens; ++t) acc[t] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride, n_rows);
@@ -151,7 +147,7 @@ void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, const Toke
   for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride, acc[t], n_rows);
 }
 
-using TokenTileFn = void (*)(const BTile*, const float (*)[16], int64_t, const TokenBytes&,
+using TokenTileFn = void (*)(const BTile*, const float (*)[16], int64_t, TokenTileBytes,
                              const float (*)[kChunkBlocks], bool, float*, int64_t, int);
 
 template <typename Weights>
@@ -201,8 +197,7 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
           for (; prefetched < share; ++prefetched) Weights::Prefetch(data, blocks, next_r0, next_rows, b0 + prefetched);
           const int64_t t0 = c0 + k * kTileTokens;
           const int n_tok = static_cast<int>(x.n_tokens - t0 < kTileTokens ? x.n_tokens - t0 : kTileTokens);
-          const TokenBytes a{staged[k][0][0], kBlockBytes, kTileTokens * kBlockBytes};
-          kByTokens[n_tok - 1](strip, strip_scale, n, a, a_scale[k], b0 == 0, y + t0 * y_stride + r0, y_stride,
+          kByTokens[n_tok - 1](strip, strip_scale, n, staged[k], a_scale[k], b0 == 0, y + t0 * y_stride + r0, y_stride,
                                n_rows);
         }
       }
