@@ -32,6 +32,9 @@ double NanosecondsPerIteration(int64_t iterations, Body body) {
 #define EIGHT_DP DP(0) DP(1) DP(2) DP(3) DP(4) DP(5) DP(6) DP(7)
 #define SHUF(r) "vpshufd $0x55, %%zmm20, %%zmm" #r "\n"
 #define TWO(op) op " %%zmm20, %%zmm21, %%zmm8\n" op " %%zmm20, %%zmm21, %%zmm9\n"
+#define TWELVE_DP EIGHT_DP DP(8) DP(9) DP(10) DP(11)
+#define THREE(op) op " %%zmm20, %%zmm21, %%zmm12\n" op " %%zmm20, %%zmm21, %%zmm13\n" op " %%zmm20, %%zmm21, %%zmm14\n"
+#define THREE_UNARY(op) op " %%zmm20, %%zmm12\n" op " %%zmm20, %%zmm13\n" op " %%zmm20, %%zmm14\n"
 #define DP_FROM(r, b) "vpdpbusd %%zmm" #b ", %%zmm21, %%zmm" #r "\n"
 // Only xmm0-15 can be named as clobbers in a unit built without AVX-512; zmm20/21 are read, never written.
 #define CLOBBERS                                                                                                      \
@@ -64,10 +67,12 @@ int main() {
     int count;  // instructions per iteration
     double ns;
   } rows[] = {
-      {"vpdpbusd zmm, registers", 8, NanosecondsPerIteration(n, RUN(EIGHT_DP))},
-      {"vpdpbusd zmm, m32{1to16}", 8,
+      // Twelve chains: eight are latency-bound (~1.83 per cycle on a Zen 5).
+      {"vpdpbusd zmm, registers", 12, NanosecondsPerIteration(n, RUN(TWELVE_DP))},
+      {"vpdpbusd zmm, m32{1to16}", 12,
        NanosecondsPerIteration(n, RUN(DP_MEM(0, 0) DP_MEM(1, 4) DP_MEM(2, 8) DP_MEM(3, 12) DP_MEM(4, 16) DP_MEM(5, 20)
-                                          DP_MEM(6, 24) DP_MEM(7, 28)))},
+                                          DP_MEM(6, 24) DP_MEM(7, 28) DP_MEM(8, 32) DP_MEM(9, 36) DP_MEM(10, 40)
+                                              DP_MEM(11, 44)))},
       {"vpbroadcastd zmm, m32", 8,
        NanosecondsPerIteration(n, RUN(BC(0, 0) BC(1, 4) BC(2, 8) BC(3, 12) BC(4, 16) BC(5, 20) BC(6, 24) BC(7, 28)))},
       {"vmovdqa64 zmm, m512", 8,
@@ -84,6 +89,25 @@ int main() {
       std::printf("%-44s %6.2f per cycle\n", r.name, r.count / c);
     }
   }
+  // Which instructions share the VPDPBUSD pipes: twelve independent chains (three times the latency
+  // over the issue interval, so the chains never wait on themselves; eight ran at ~1.83 per cycle,
+  // latency-bound, and made the float additions look as if they cost a slot too), plus three of
+  // the instruction named. On a Zen 5: 6.0 cycles alone; +1.5 for multiplies of any kind (vmulps,
+  // vfmadd231ps, vpmulld), +0 for additions, conversions and vscalefps (bench/README.md).
+  const struct {
+    const char* name;
+    double ns;
+  } shares[] = {
+      {"12 vpdpbusd", NanosecondsPerIteration(n, RUN(TWELVE_DP))},
+      {"12 vpdpbusd + 3 vpaddd", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpaddd")))},
+      {"12 vpdpbusd + 3 vaddps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vaddps")))},
+      {"12 vpdpbusd + 3 vcvtdq2ps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE_UNARY("vcvtdq2ps")))},
+      {"12 vpdpbusd + 3 vscalefps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vscalefps")))},
+      {"12 vpdpbusd + 3 vmulps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vmulps")))},
+      {"12 vpdpbusd + 3 vfmadd231ps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vfmadd231ps")))},
+      {"12 vpdpbusd + 3 vpmulld", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpmulld")))},
+  };
+  for (const auto& m : shares) std::printf("%-44s %6.2f cycles\n", m.name, cycles(m.ns));
   // The prefill loop's mix: per token and 16-row block, 8 VPDPBUSD and a float epilogue whose two
   // multiplies share the VPDPBUSD pipes. Cycles for 8 VPDPBUSD plus the work named.
   const struct {
