@@ -93,7 +93,8 @@ int main() {
   // over the issue interval, so the chains never wait on themselves; eight ran at ~1.83 per cycle,
   // latency-bound, and made the float additions look as if they cost a slot too), plus three of
   // the instruction named. On a Zen 5: 6.0 cycles alone; +1.5 for multiplies of any kind (vmulps,
-  // vfmadd231ps, vpmulld), +0 for additions, conversions and vscalefps (bench/README.md).
+  // vfmadd231ps, vpmulld, vpmullw) and for vpermt2d and vpsadbw, +0 for additions, conversions,
+  // vscalefps and variable shifts (bench/README.md).
   const struct {
     const char* name;
     double ns;
@@ -106,6 +107,11 @@ int main() {
       {"12 vpdpbusd + 3 vmulps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vmulps")))},
       {"12 vpdpbusd + 3 vfmadd231ps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vfmadd231ps")))},
       {"12 vpdpbusd + 3 vpmulld", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpmulld")))},
+      {"12 vpdpbusd + 3 vpmullw", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpmullw")))},
+      {"12 vpdpbusd + 3 vpermt2d", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpermt2d")))},
+      {"12 vpdpbusd + 3 vpsadbw", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpsadbw")))},
+      {"12 vpdpbusd + 3 vpshufb", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpshufb")))},
+      {"12 vpdpbusd + 3 vpsllvd", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpsllvd")))},
   };
   for (const auto& m : shares) std::printf("%-44s %6.2f cycles\n", m.name, cycles(m.ns));
   // The prefill loop's mix: per token and 16-row block, 8 VPDPBUSD and a float epilogue whose two
