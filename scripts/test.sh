@@ -8,17 +8,20 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${KESTREL_JOBS:-2}
+# Each phase's header carries the seconds since the start, so a log shows where CI's time goes
+# (the brief keeps the whole run well under 30 minutes).
+phase() { echo "== [${SECONDS} s] $*"; }
 
 bash scripts/install-deps.sh
 
-echo "== native build (build-ci)"
+phase "native build (build-ci)"
 # KESTREL_SIMDE_BACKENDS adds the AVX-512 VNNI kernels emulated on AVX2 (backend avx512_vnni_simde),
 # so the conformance tests check the AVX-512 algorithms on any x86 CI machine.
 cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON -DKESTREL_SIMDE_BACKENDS=ON
 cmake --build build-ci -j "$jobs"
 ctest --test-dir build-ci -j "$jobs" --output-on-failure
 
-echo "== AVX-512 instructions only in avx512_vnni and amx_int8 code, AVX-VNNI only in avx_vnni code, AMX only in amx_int8 code"
+phase "AVX-512 instructions only in avx512_vnni and amx_int8 code, AVX-VNNI only in avx_vnni code, AMX only in amx_int8 code"
 # Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
 # belong to the avx512_vnni backend or to amx_int8 (which needs everything avx512_vnni does), whose
 # code runs only after their CPUID checks (anything else is a SIGILL on AVX2-only CPUs); the SIMDe
@@ -69,10 +72,10 @@ for isa_object in "${isa_objects[@]}"; do
 done
 echo "ok: AVX-512 instructions only in avx512_vnni and amx_int8 functions, AVX-VNNI only in avx_vnni ones, AMX only in amx_int8 ones; no weak symbols or static initializers in ${isa_objects[*]}"
 
-echo "== x86 CPU models under qemu: Haswell (avx2), SandyBridge and Nehalem (generic)"
+phase "x86 CPU models under qemu: Haswell (avx2), SandyBridge and Nehalem (generic)"
 bash scripts/test-x86-cpus.sh build-ci
 
-echo "== AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
+phase "AddressSanitizer + UBSan build (build-asan): the format, conversion, tokenizer, decoder and C API tests"
 # Only the test programs that read untrusted input or manage memory are built here (a whole
 # sanitized build doubles the time); each ctest carries its program's name as a label.
 sanitized=(format_dtype_test format_layout_test format_vqf_test convert_gguf_test convert_hf_test
@@ -85,5 +88,6 @@ label=$(IFS='|'; echo "^(${sanitized[*]})$")
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ctest --test-dir build-asan -j "$jobs" --output-on-failure --no-tests=error -L "$label"
 
-echo "== aarch64 cross build, tests under qemu: cortex-a53 (neon) and max (neon_dotprod)"
+phase "aarch64 cross build, tests under qemu: cortex-a53 (neon) and max (neon_dotprod)"
 bash scripts/test-arm.sh
+phase "done: every phase above passed"
