@@ -89,16 +89,16 @@ int main() {
       std::printf("%-44s %6.2f per cycle\n", r.name, r.count / c);
     }
   }
-  // Which instructions share the VPDPBUSD pipes: twelve independent chains (three times the latency
-  // over the issue interval, so the chains never wait on themselves; eight ran at ~1.83 per cycle,
-  // latency-bound, and made the float additions look as if they cost a slot too), plus three of
-  // the instruction named. On a Zen 5: 6.0 cycles alone; +1.5 for multiplies of any kind (vmulps,
-  // vfmadd231ps, vpmulld, vpmullw) and for vpermt2d and vpsadbw, +0 for additions, conversions,
-  // vscalefps and variable shifts (bench/README.md).
+  // Cycles per iteration of each mix. First, which instructions share the VPDPBUSD pipes: twelve
+  // independent chains (three times the latency over the issue interval, so the chains never wait
+  // on themselves; eight ran at ~1.83 per cycle, latency-bound, and made the float additions look
+  // as if they cost a slot too), plus three of the instruction named. On a Zen 5: 6.0 cycles alone;
+  // +1.5 for multiplies of any kind (vmulps, vfmadd231ps, vpmulld, vpmullw) and for vpermt2d and
+  // vpsadbw, +0 for additions, conversions, vscalefps and variable shifts (bench/README.md).
   const struct {
     const char* name;
     double ns;
-  } shares[] = {
+  } mixes[] = {
       {"12 vpdpbusd", NanosecondsPerIteration(n, RUN(TWELVE_DP))},
       {"12 vpdpbusd + 3 vpaddd", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpaddd")))},
       {"12 vpdpbusd + 3 vaddps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vaddps")))},
@@ -112,14 +112,8 @@ int main() {
       {"12 vpdpbusd + 3 vpsadbw", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpsadbw")))},
       {"12 vpdpbusd + 3 vpshufb", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpshufb")))},
       {"12 vpdpbusd + 3 vpsllvd", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpsllvd")))},
-  };
-  for (const auto& m : shares) std::printf("%-44s %6.2f cycles\n", m.name, cycles(m.ns));
-  // The prefill loop's mix: per token and 16-row block, 8 VPDPBUSD and a float epilogue whose two
-  // multiplies share the VPDPBUSD pipes. Cycles for 8 VPDPBUSD plus the work named.
-  const struct {
-    const char* name;
-    double ns;
-  } mixes[] = {
+      // The prefill loop's mix: per token and 16-row block, 8 VPDPBUSD and a float epilogue whose
+      // two multiplies share the VPDPBUSD pipes; 8 VPDPBUSD plus the work named.
       {"8 vpdpbusd", NanosecondsPerIteration(n, RUN(EIGHT_DP))},
       {"8 vpdpbusd + 2 vpaddd", NanosecondsPerIteration(n, RUN(EIGHT_DP TWO("vpaddd")))},
       {"8 vpdpbusd + 2 vmulps", NanosecondsPerIteration(n, RUN(EIGHT_DP TWO("vmulps")))},
