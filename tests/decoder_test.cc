@@ -223,35 +223,72 @@ TEST_CASE("SplitRange covers [0, n) with aligned, disjoint parts", "[threads]") 
 TEST_CASE("RowScheduler: every row once, owners first, thieves from the back", "[threads]") {
   RowScheduler rows(8);
   SECTION("one thread drains every share: its own from the front, the others' from the back") {
-    rows.Reset(100, 3, 8);  // 13 chunks: shares [0,4) [4,8) [8,13)
+    // Shares of 33, 33 and 34 rows: chunks of 5 rows (per_part 7), and those that start in a share's
+    // last quarter (8 rows) of 2.
+    rows.Plan(100, 3, 7);
     std::vector<int64_t> begins;
-    int64_t begin = 0, end = 0;
-    while (rows.Next(1, &begin, &end)) {
-      REQUIRE(end - begin == (begin == 96 ? 4 : 8));
-      begins.push_back(begin);
+    RowScheduler::Chunk c{};
+    while (rows.Next(1, &c)) {
+      REQUIRE(c.matrix == 0);
+      begins.push_back(c.begin);
     }
-    const std::vector<int64_t> expected = {32, 40, 48, 56, 96, 88, 80, 72, 64, 24, 16, 8, 0};
+    const std::vector<int64_t> expected = {33, 38, 43, 48, 53, 58, 60, 62, 64,  // share 1, in order
+                                           98, 96, 91, 86, 81, 76, 71, 66,  // share 2, from the back
+                                           31, 29, 27, 25, 20, 15, 10, 5, 0};  // share 0, from the back
     REQUIRE(begins == expected);
   }
-  SECTION("ChunkRows aligns and gives about per_part chunks a thread") {
-    REQUIRE(RowScheduler::ChunkRows(2048, 2, 8, 16) == 128);
-    REQUIRE(RowScheduler::ChunkRows(100, 2, 8, 16) == 16);
-    REQUIRE(RowScheduler::ChunkRows(151936, 2, 8, 16) == 9504);
-    REQUIRE(RowScheduler::ChunkRows(0, 2, 8, 16) == 16);
+  SECTION("each share ends in chunks a quarter as long") {
+    rows.Plan(4096, 2, 8, 16);  // shares of 2048 rows: chunks of 256, then of 64 from row 1536 on
+    RowScheduler::Chunk c{};
+    std::vector<int64_t> sizes;
+    while (rows.Next(0, &c)) {
+      if (c.begin >= 2048) break;
+      sizes.push_back(c.end - c.begin);
+    }
+    const std::vector<int64_t> expected = {256, 256, 256, 256, 256, 256, 64, 64, 64, 64, 64, 64, 64, 64};
+    REQUIRE(sizes == expected);
+  }
+  SECTION("several matrices: chunks stay inside one, on its alignment, and cover every row once") {
+    for (int n_threads : {1, 2, 3, 8}) {
+      for (const std::vector<int64_t>& sizes :
+           std::vector<std::vector<int64_t>>{{2048, 1024, 1024}, {6144, 6144}, {16, 0, 48}, {0}, {1, 17}, {151936}}) {
+        for (int64_t a : {1, 16, 32}) {
+          const std::vector<int64_t> aligns(sizes.size(), a);
+          rows.Plan(sizes.data(), aligns.data(), static_cast<int>(sizes.size()), n_threads, 8);
+          std::vector<std::vector<int>> hits(sizes.size());
+          for (size_t m = 0; m < sizes.size(); ++m) hits[m].assign(static_cast<size_t>(sizes[m]), 0);
+          RowScheduler::Chunk c{};
+          for (int part = 0; part < n_threads; ++part) {
+            while (rows.Next(part, &c)) {
+              REQUIRE(c.matrix >= 0);
+              REQUIRE(c.matrix < static_cast<int>(sizes.size()));
+              REQUIRE(c.begin < c.end);
+              REQUIRE(c.end <= sizes[static_cast<size_t>(c.matrix)]);
+              REQUIRE(c.begin % a == 0);
+              REQUIRE((c.end % a == 0 || c.end == sizes[static_cast<size_t>(c.matrix)]));
+              for (int64_t r = c.begin; r < c.end; ++r) hits[static_cast<size_t>(c.matrix)][static_cast<size_t>(r)]++;
+            }
+          }
+          for (const auto& m : hits) {
+            for (int h : m) REQUIRE(h == 1);
+          }
+        }
+      }
+    }
   }
   SECTION("threads of a pool cover [0, n) exactly once") {
     for (int n_threads : {1, 2, 3, 8}) {
       ThreadPool pool(n_threads);
       for (int64_t n : {0, 1, 15, 16, 17, 1000, 4099}) {
-        for (int64_t chunk : {1, 16, 64}) {
-          rows.Reset(n, n_threads, chunk);
+        for (int64_t align : {1, 16, 64}) {
+          rows.Plan(n, n_threads, 8, align);
           std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
           std::atomic<int> misaligned{0};
           pool.Run([&](int i, int) {
-            int64_t begin = 0, end = 0;
-            while (rows.Next(i, &begin, &end)) {
-              if (begin % chunk != 0 || end <= begin || end > n) misaligned++;
-              for (int64_t r = begin; r < end; ++r) hits[static_cast<size_t>(r)]++;
+            RowScheduler::Chunk c{};
+            while (rows.Next(i, &c)) {
+              if (c.begin % align != 0 || c.end <= c.begin || c.end > n) misaligned++;
+              for (int64_t r = c.begin; r < c.end; ++r) hits[static_cast<size_t>(r)]++;
             }
           });
           REQUIRE(misaligned.load() == 0);
@@ -262,14 +299,14 @@ TEST_CASE("RowScheduler: every row once, owners first, thieves from the back", "
   }
   SECTION("a thread that starts late has its share taken by the others") {
     ThreadPool pool(2);
-    rows.Reset(64, 2, 4);  // 8 chunks each
+    rows.Plan(64, 2, 8);  // shares of 32 rows
     std::atomic<int> late_rows{0}, stolen_rows{0};
     pool.Run([&](int i, int) {
       if (i == 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      int64_t begin = 0, end = 0;
-      while (rows.Next(i, &begin, &end)) {
-        if (i == 1) late_rows += static_cast<int>(end - begin);
-        if (i == 0 && begin >= 32) stolen_rows += static_cast<int>(end - begin);
+      RowScheduler::Chunk c{};
+      while (rows.Next(i, &c)) {
+        if (i == 1) late_rows += static_cast<int>(c.end - c.begin);
+        if (i == 0 && c.begin >= 32) stolen_rows += static_cast<int>(c.end - c.begin);
       }
     });
     REQUIRE(late_rows.load() == 0);

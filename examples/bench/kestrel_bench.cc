@@ -38,8 +38,9 @@ const char kUsage[] =
     "    small-pages copies them onto anonymous 4 KiB pages, to tell the cost of small pages from\n"
     "    that of the page cache's (mapped)\n"
     "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n"
-    "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role);\n"
-    "    with -o json each result also has \"ms_per_run_by_role\"\n";
+    "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role)\n"
+    "    and, on several threads, the share of the products' thread time spent waiting for the last\n"
+    "    thread; with -o json each result also has \"ms_per_run_by_role\" and \"product_idle_share\"\n";
 
 struct Result {
   std::string test;
@@ -52,6 +53,10 @@ struct Result {
 
   // Milliseconds per run that role `role` took (--roles).
   double RoleMilliseconds(size_t role) const { return 1e3 * timings.role_seconds[role] / runs; }
+  // Of the products' thread time, the share spent waiting for the last thread (0 on one thread).
+  double ProductIdleShare() const {
+    return timings.product_thread_seconds > 0 ? timings.product_idle_thread_seconds / timings.product_thread_seconds : 0;
+  }
 };
 
 double Mean(const std::vector<double>& v) {
@@ -273,6 +278,8 @@ int main(int argc, char** argv) {
     SessionTimings pp_timings, tg_timings;
     auto add_timings = [&s](SessionTimings* sum) {
       for (size_t r = 0; r < sum->role_seconds.size(); ++r) sum->role_seconds[r] += s.timings().role_seconds[r];
+      sum->product_idle_thread_seconds += s.timings().product_idle_thread_seconds;
+      sum->product_thread_seconds += s.timings().product_thread_seconds;
     };
     // One untimed warm-up run pages the weights in.
     for (int rep = -1; rep < reps; ++rep) {
@@ -339,7 +346,11 @@ int main(int argc, char** argv) {
         total += ms;
         std::fprintf(stderr, " %s %.2f", TimingRoleName(static_cast<TimingRole>(i)), ms);
       }
-      std::fprintf(stderr, " (sum %.2f)\n", total);
+      std::fprintf(stderr, " (sum %.2f)", total);
+      if (r.timings.product_thread_seconds > 0) {
+        std::fprintf(stderr, "; threads idle for %.1f%% of the products' thread time", 100 * r.ProductIdleShare());
+      }
+      std::fprintf(stderr, "\n");
     }
   }
   const std::string name = c.name.empty() ? ArchitectureName(c.architecture) : c.name;
@@ -374,6 +385,7 @@ int main(int argc, char** argv) {
                       r.RoleMilliseconds(j));
         }
         std::printf("}");
+        if (r.timings.product_thread_seconds > 0) std::printf(", \"product_idle_share\": %.4f", r.ProductIdleShare());
       }
       std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }

@@ -10,23 +10,49 @@ uint32_t Back(uint64_t span) { return static_cast<uint32_t>(span >> 32); }
 }  // namespace
 
 RowScheduler::RowScheduler(int max_parts)
-    : max_parts_(std::max(max_parts, 1)), shares_(new Share[static_cast<size_t>(std::max(max_parts, 1))]) {}
-
-int64_t RowScheduler::ChunkRows(int64_t n, int parts, int per_part, int64_t align) {
-  const int64_t pieces = std::max<int64_t>(1, int64_t{parts} * per_part);
-  const int64_t rows = (n + pieces - 1) / pieces;
-  return std::max<int64_t>(align, (rows + align - 1) / align * align);
+    : max_parts_(std::max(max_parts, 1)), shares_(new Share[static_cast<size_t>(std::max(max_parts, 1))]) {
+  chunks_.reserve(static_cast<size_t>(max_parts_) * 32);
 }
 
-void RowScheduler::Reset(int64_t n, int parts, int64_t chunk) {
+void RowScheduler::Plan(const int64_t* rows, const int64_t* align, int count, int parts, int per_part) {
   parts_ = std::clamp(parts, 1, max_parts_);
-  n_ = n;
-  chunk_ = std::max<int64_t>(chunk, 1);
-  const int64_t chunks = (n + chunk_ - 1) / chunk_;
+  per_part = std::max(per_part, 1);
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) total += rows[i];
+  // Where share p starts: its even split of all rows, moved down to a boundary of the matrix it
+  // falls in.
+  const auto share_start = [&](int p) {
+    if (p >= parts_) return total;
+    const int64_t x = total * p / parts_;
+    int64_t offset = 0;
+    for (int i = 0; i < count; ++i) {
+      if (x < offset + rows[i]) return offset + (x - offset) / align[i] * align[i];
+      offset += rows[i];
+    }
+    return total;
+  };
+  chunks_.clear();
+  int matrix = 0;
+  int64_t offset = 0;  // first row of `matrix` among all rows
+  int64_t at = share_start(0);
   for (int p = 0; p < parts_; ++p) {
-    const auto first = static_cast<uint32_t>(chunks * p / parts_);
-    const auto last = static_cast<uint32_t>(chunks * (p + 1) / parts_);
-    shares_[static_cast<size_t>(p)].span.store(Pack(first, last), std::memory_order_relaxed);
+    const int64_t share_end = share_start(p + 1);
+    const int64_t share = share_end - at;
+    const int64_t full = std::max<int64_t>(1, (share + per_part - 1) / per_part);
+    const int64_t short_chunk = std::max<int64_t>(1, (full + 3) / 4);
+    const int64_t tail = share_end - share / 4;
+    const auto first = static_cast<uint32_t>(chunks_.size());
+    while (at < share_end) {
+      while (at >= offset + rows[matrix]) offset += rows[matrix++];
+      const int64_t local = at - offset;
+      const int64_t size = at < tail ? full : short_chunk;
+      const int64_t end = std::min({(local + size + align[matrix] - 1) / align[matrix] * align[matrix], rows[matrix],
+                                    share_end - offset});
+      chunks_.push_back({matrix, local, end});
+      at = offset + end;
+    }
+    shares_[static_cast<size_t>(p)].span.store(Pack(first, static_cast<uint32_t>(chunks_.size())),
+                                               std::memory_order_relaxed);
   }
 }
 
@@ -52,13 +78,12 @@ bool RowScheduler::TakeBack(Share& s, uint32_t* chunk) {
   return false;
 }
 
-bool RowScheduler::Next(int part, int64_t* begin, int64_t* end) {
-  uint32_t chunk = 0;
-  bool found = TakeFront(shares_[static_cast<size_t>(part)], &chunk);
-  for (int i = 1; !found && i < parts_; ++i) found = TakeBack(shares_[static_cast<size_t>((part + i) % parts_)], &chunk);
+bool RowScheduler::Next(int part, Chunk* chunk) {
+  uint32_t index = 0;
+  bool found = TakeFront(shares_[static_cast<size_t>(part)], &index);
+  for (int i = 1; !found && i < parts_; ++i) found = TakeBack(shares_[static_cast<size_t>((part + i) % parts_)], &index);
   if (!found) return false;
-  *begin = int64_t{chunk} * chunk_;
-  *end = std::min(n_, *begin + chunk_);
+  *chunk = chunks_[index];
   return true;
 }
 

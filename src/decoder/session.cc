@@ -77,7 +77,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
 }
 
 Session::Session(const Model& model, const SessionOptions& options, int n_threads)
-    : model_(model), options_(options), pool_(n_threads), rows_(n_threads) {
+    : model_(model), options_(options), pool_(n_threads), rows_(n_threads), part_finish_(n_threads) {
   const ModelConfig& c = model.config();
   context_length_ = options.context_length > 0 ? options.context_length
                                                : std::min(c.context_length, kDefaultContextLength);
@@ -227,35 +227,31 @@ void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRo
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
   const Activations& x = input_;
-  int64_t work = 0, total_rows = 0;
+  int64_t work = 0, rows[kMaxFusedProducts], align[kMaxFusedProducts];
   for (int i = 0; i < count; ++i) {
     work += outputs[i].w->rows * outputs[i].w->columns * int64_t{n};
-    total_rows += outputs[i].w->rows;
+    rows[i] = outputs[i].w->rows;
+    // Chunk boundaries fall on whole layout tiles and on 16 rows, the kernels' row group.
+    align[i] = std::lcm(int64_t{16}, LayoutTileRows(outputs[i].w->layout));
   }
   // Shares for the threads that will run (a product too small for the pool gets one share, walked
-  // in order), in chunks of about the same number of rows in every matrix, kChunksPerThread per
-  // thread in all; chunk boundaries fall on whole layout tiles and on 16 rows, the widest strip a
-  // kernel takes. The scheduler hands out chunk numbers: matrix i has chunks first[i]..first[i+1).
+  // in order), all matrices' rows split together, about kChunksPerThread chunks a thread.
   const int parts = Parts(work);
-  const int64_t target = RowScheduler::ChunkRows(total_rows, parts, kChunksPerThread, 1);
-  int64_t chunk_rows[kMaxFusedProducts], first[kMaxFusedProducts + 1] = {0};
-  for (int i = 0; i < count; ++i) {
-    const int64_t align = std::lcm(int64_t{16}, LayoutTileRows(outputs[i].w->layout));
-    chunk_rows[i] = std::max(align, (target + align - 1) / align * align);
-    first[i + 1] = first[i] + (outputs[i].w->rows + chunk_rows[i] - 1) / chunk_rows[i];
-  }
-  rows_.Reset(first[count], parts, 1);
+  rows_.Plan(rows, align, count, parts, kChunksPerThread);
   auto job = [&](int part, int /*parts*/) {
-    int64_t chunk = 0, next = 0;
-    while (rows_.Next(part, &chunk, &next)) {
-      int i = 0;
-      while (chunk >= first[i + 1]) ++i;
-      const MatrixView& w = *outputs[i].w;
-      const int64_t begin = (chunk - first[i]) * chunk_rows[i];
-      k.matmul(w, x, outputs[i].y, w.rows, begin, std::min(w.rows, begin + chunk_rows[i]));
+    RowScheduler::Chunk c{};
+    while (rows_.Next(part, &c)) {
+      const MatrixView& w = *outputs[c.matrix].w;
+      k.matmul(w, x, outputs[c.matrix].y, w.rows, c.begin, c.end);
     }
+    part_finish_[static_cast<size_t>(part)] = Since(start);
   };
   Spread(work, job);
+  if (parts > 1) {
+    const double last = *std::max_element(part_finish_.begin(), part_finish_.begin() + parts);
+    for (int p = 0; p < parts; ++p) timings_.product_idle_thread_seconds += last - part_finish_[static_cast<size_t>(p)];
+    timings_.product_thread_seconds += parts * last;
+  }
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);
 }
 

@@ -24,6 +24,10 @@ struct SessionTimings {
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
   std::array<double, static_cast<size_t>(TimingRole::kCount)> role_seconds{};
+  // Products run on more than one thread: thread-seconds spent waiting for the last thread to
+  // finish its chunks, and thread-seconds in all (threads x wall time), so their ratio is the share
+  // of the threads' time that the split left idle.
+  double product_idle_thread_seconds = 0, product_thread_seconds = 0;
 };
 
 // Statistics of a hidden state for the layer-dump diagnostic.
@@ -124,10 +128,12 @@ class Session {
   const Model& model_;
   SessionOptions options_;
   ThreadPool pool_;
-  // Chunks per thread in a matrix product: enough for a slow thread to hand work over, few enough
-  // that per-call set-up in the kernels stays negligible.
+  // Full-size chunks per thread in a matrix product (plus the short ones of each share's last
+  // quarter, RowScheduler): enough for a slow thread to hand work over, few enough that per-call
+  // set-up in the kernels stays negligible.
   static constexpr int kChunksPerThread = 8;
   RowScheduler rows_;
+  std::vector<double> part_finish_;  // per thread: seconds from a product's start to its last chunk's end
   int32_t context_length_;
   int32_t position_ = 0;
   SessionTimings timings_;
