@@ -17,8 +17,9 @@
 // generic backend.
 //
 // Prefill rearranges each block once into a stack buffer that every token tile reads (32 rows x 6
-// tokens per tile: each activation broadcast, offset and scale serves two VPDPBUSD rows). Decode
-// rearranges as it streams, two row groups at a time. Figures: bench/README.md.
+// tokens per tile: each activation broadcast, offset and scale serves two VPDPBUSD rows); Q4_0 stays
+// packed there and the tiles split its nibbles. Decode rearranges as it streams, two row groups at
+// a time. Figures: bench/README.md.
 #include "backend_x86/avx512_kernels.h"
 
 #include <cstring>
@@ -39,7 +40,13 @@ constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
 // prompt streams its weights from memory once and rearranges each block once, instead of once per
 // token tile. Accumulators cross chunks through y (an f32 store and load are exact).
 constexpr int64_t kUnpackBlocks = 16;
-constexpr int64_t kTokenChunk = 256;  // tokens whose offsets are kept per strip chunk (16 KB)
+// Q4_0 chunks stay packed (PackQ4Block: 320 bytes a block of 16 rows against a WeightBlock's 576),
+// so a 20 KB buffer holds twice the blocks, the accumulators cross chunks through y half as often,
+// and the pass before the tiles only moves 128-bit lanes. Against unpacking into WeightBlocks:
+// kernels bench 1.04-1.06x, Qwen3-1.7B pp64 products 0.91x the time at two threads
+// (bench/README.md).
+constexpr int64_t kPackedChunkBlocks = 32;
+constexpr int64_t kTokenChunk = 256;  // tokens whose offsets are kept per strip chunk (16-32 KB)
 constexpr int kWideTokens = 6;        // tokens per 32-row tile
 
 // kTokens tokens against unpacked blocks w[0 .. n-1] of kGroups x 16 rows (kGroups blocks per block
@@ -50,8 +57,9 @@ constexpr int kWideTokens = 6;        // tokens per 32-row tile
 // so the accumulators stay in registers. 32 rows x 6 tokens make each activation broadcast, offset
 // and scale serve two VPDPBUSD rows: 10-16% faster than 16 x 8 on a Zen 5 (bench/README.md).
 template <int kGroups, int kTokens>
-void StripTile(const WeightBlock* w, int64_t n, const BlockQ8_0* a, const int32_t* neg_offset, const float* a_scale,
+void StripTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_t* neg_offset, const float* a_scale,
                int64_t a_stride, bool first, float* y, int64_t y_stride, int n_rows) {
+  const auto* w = reinterpret_cast<const WeightBlock*>(strip);
   __m512 acc[kTokens][kGroups];
   for (int t = 0; t < kTokens; ++t) {
     for (int g = 0; g < kGroups; ++g) {
@@ -95,7 +103,65 @@ void StripTile(const WeightBlock* w, int64_t n, const BlockQ8_0* a, const int32_
   }
 }
 
-using StripTileFn = void (*)(const WeightBlock*, int64_t, const BlockQ8_0*, const int32_t*, const float*, int64_t, bool,
+// StripTile for Q4_0 blocks kept packed (PackQ4Block; neg_offset advances by kPackedChunkBlocks per
+// token): the nibbles are split as each block is read, by ANDs and shifts that issue beside the
+// VPDPBUSDs instead of in a pass of their own before the tiles.
+template <int kGroups, int kTokens>
+void PackedTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_t* neg_offset, const float* a_scale,
+                int64_t a_stride, bool first, float* y, int64_t y_stride, int n_rows) {
+  __m512 acc[kTokens][kGroups];
+  for (int t = 0; t < kTokens; ++t) {
+    for (int g = 0; g < kGroups; ++g) {
+      const int rows = g + 1 < kGroups ? kRows : n_rows;
+      acc[t][g] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + g * kRows, rows);
+    }
+  }
+  const __m512i low = _mm512_set1_epi8(0x0f);
+  for (int64_t b = 0; b < n; ++b) {
+    KESTREL_MCA_MARK("BEGIN", kGroups == 2 ? 37 : 38, kTokens);
+    const uint8_t* wb = strip + kGroups * b * kPackedBlockBytes;
+    __m512i sum[kTokens][kGroups];
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512i offset = _mm512_set1_epi32(neg_offset[t * kPackedChunkBlocks + b]);
+      for (int g = 0; g < kGroups; ++g) sum[t][g] = offset;
+    }
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) {
+      __m512i u[kGroups];
+      for (int g = 0; g < kGroups; ++g) {
+        const __m512i packed = _mm512_load_si512(wb + g * kPackedBlockBytes + 64 + 64 * (k & 3));
+        u[g] = _mm512_and_si512(k < 4 ? packed : _mm512_srli_epi16(packed, 4), low);
+      }
+#pragma GCC unroll 8
+      for (int t = 0; t < kTokens; ++t) {
+        const __m512i av = Broadcast4(a[t * a_stride + b].qs + 4 * k);
+        for (int g = 0; g < kGroups; ++g) sum[t][g] = _mm512_dpbusd_epi32(sum[t][g], u[g], av);
+      }
+    }
+    __m512 w_scale[kGroups];
+    for (int g = 0; g < kGroups; ++g) {
+      w_scale[g] = HalvesToFloat(_mm256_load_si256(reinterpret_cast<const __m256i*>(wb + g * kPackedBlockBytes)));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < kTokens; ++t) {
+      const __m512 as = _mm512_set1_ps(a_scale[t * a_stride + b]);
+      for (int g = 0; g < kGroups; ++g) {
+        const __m512 scale = _mm512_mul_ps(w_scale[g], as);
+        acc[t][g] = _mm512_add_ps(acc[t][g], _mm512_mul_ps(IntToFloat(sum[t][g]), scale));
+      }
+    }
+    KESTREL_MCA_MARK("END", kGroups == 2 ? 37 : 38, kTokens);
+  }
+  for (int t = 0; t < kTokens; ++t) {
+    for (int g = 0; g < kGroups; ++g) {
+      const int rows = g + 1 < kGroups ? kRows : n_rows;
+      StoreRows(y + t * y_stride + g * kRows, acc[t][g], rows);
+    }
+  }
+}
+
+using StripTileFn = void (*)(const uint8_t*, int64_t, const BlockQ8_0*, const int32_t*, const float*, int64_t, bool,
                              float*, int64_t, int);
 
 // A strip's chunk: rows r0 .. r0 + n_rows - 1 (up to 32), blocks b0 .. b0 + n - 1.
@@ -115,6 +181,9 @@ void PrefetchBlock(const uint8_t* data, int64_t blocks, const StripChunk& c, int
 template <typename Weights>
 void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
                  int64_t row_begin, int64_t row_end) {
+  // Q4_0 (zero point 8) is kept packed in the buffer; Q8_0 is rearranged into WeightBlocks.
+  constexpr bool kPacked = Weights::kZeroPoint == 8;
+  constexpr int64_t kChunkBlocks = kPacked ? kPackedChunkBlocks : kUnpackBlocks;
   static constexpr StripTileFn kByTokens[kTokenTile] = {
       StripTile<1, 1>, StripTile<1, 2>, StripTile<1, 3>, StripTile<1, 4>,
       StripTile<1, 5>, StripTile<1, 6>, StripTile<1, 7>, StripTile<1, 8>,
@@ -122,7 +191,16 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   static constexpr StripTileFn kWideByTokens[kWideTokens] = {
       StripTile<2, 1>, StripTile<2, 2>, StripTile<2, 3>, StripTile<2, 4>, StripTile<2, 5>, StripTile<2, 6>,
   };
+  static constexpr StripTileFn kPackedByTokens[kTokenTile] = {
+      PackedTile<1, 1>, PackedTile<1, 2>, PackedTile<1, 3>, PackedTile<1, 4>,
+      PackedTile<1, 5>, PackedTile<1, 6>, PackedTile<1, 7>, PackedTile<1, 8>,
+  };
+  static constexpr StripTileFn kPackedWideByTokens[kWideTokens] = {
+      PackedTile<2, 1>, PackedTile<2, 2>, PackedTile<2, 3>, PackedTile<2, 4>, PackedTile<2, 5>, PackedTile<2, 6>,
+  };
   static_assert(kTokenTile == 8 && kWideTokens == 6, "the tables list one instantiation per token count");
+  const StripTileFn* const narrow_tiles = kPacked ? kPackedByTokens : kByTokens;
+  const StripTileFn* const wide_tiles = kPacked ? kPackedWideByTokens : kWideByTokens;
   if (row_begin >= row_end) return;
   // Strips are 32 rows while 32 remain, then 16 (the last one fewer).
   const auto strip_rows = [&](int64_t r0) {
@@ -131,19 +209,20 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   };
   // The chunk after c: the strip's next blocks, else the next strip's first (n = 0 past the range).
   const auto next_chunk = [&](const StripChunk& c) {
-    StripChunk next{c.r0, c.b0 + kUnpackBlocks, 0, 0};
+    StripChunk next{c.r0, c.b0 + kChunkBlocks, 0, 0};
     if (next.b0 >= blocks) next.r0 += c.n_rows, next.b0 = 0;
     if (next.r0 >= row_end) return next;
-    next.n = blocks - next.b0 < kUnpackBlocks ? blocks - next.b0 : kUnpackBlocks;
+    next.n = blocks - next.b0 < kChunkBlocks ? blocks - next.b0 : kChunkBlocks;
     next.n_rows = strip_rows(next.r0);
     return next;
   };
-  alignas(64) WeightBlock strip[2 * kUnpackBlocks];
-  alignas(64) int32_t neg_offset[kTokenChunk * kUnpackBlocks];
+  constexpr int64_t kStripBytes = kPacked ? 2 * kChunkBlocks * kPackedBlockBytes : 2 * kChunkBlocks * sizeof(WeightBlock);
+  alignas(64) uint8_t strip[kStripBytes];
+  alignas(64) int32_t neg_offset[kTokenChunk * kChunkBlocks];
   for (int64_t c0 = 0; c0 < x.n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = x.n_tokens - c0 < kTokenChunk ? x.n_tokens : c0 + kTokenChunk;
     StripChunk c{row_begin, 0, 0, 0};
-    c.n = blocks < kUnpackBlocks ? blocks : kUnpackBlocks;
+    c.n = blocks < kChunkBlocks ? blocks : kChunkBlocks;
     c.n_rows = strip_rows(row_begin);
     for (; c.n > 0; c = next_chunk(c)) {
       const bool wide = c.n_rows == 2 * kRows;
@@ -151,12 +230,18 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
       for (int64_t i = 0; i < c.n; ++i) {
         for (int g = 0; g < groups; ++g) {
           const int rows = wide ? kRows : c.n_rows;
-          Weights::Load(data, blocks, c.r0 + g * kRows, rows, c.b0 + i, &strip[groups * i + g]);
+          if constexpr (kPacked) {
+            PackQ4Block<Weights>(data, blocks, c.r0 + g * kRows, rows, c.b0 + i,
+                                 strip + (groups * i + g) * kPackedBlockBytes);
+          } else {
+            Weights::Load(data, blocks, c.r0 + g * kRows, rows, c.b0 + i,
+                          reinterpret_cast<WeightBlock*>(strip) + groups * i + g);
+          }
         }
       }
       for (int64_t t = c0; t < c1; ++t) {
         const int32_t* sums = x.q8_0_sums + t * blocks + c.b0;
-        for (int64_t i = 0; i < c.n; ++i) neg_offset[(t - c0) * kUnpackBlocks + i] = -Weights::kZeroPoint * sums[i];
+        for (int64_t i = 0; i < c.n; ++i) neg_offset[(t - c0) * kChunkBlocks + i] = -Weights::kZeroPoint * sums[i];
       }
       // The next chunk is prefetched a share per token tile: a burst of prefetches just before
       // unpacking it would wait on memory with nothing to compute (~10% of a prefill).
@@ -168,8 +253,8 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
         const int64_t share = next.n * ((t0 - c0) / tile + 1) / n_tiles;
         for (; prefetched < share; ++prefetched) PrefetchBlock<Weights>(data, blocks, next, prefetched);
         const int n_tok = static_cast<int>(c1 - t0 < tile ? c1 - t0 : tile);
-        (wide ? kWideByTokens : kByTokens)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
-                                                      neg_offset + (t0 - c0) * kUnpackBlocks,
+        (wide ? wide_tiles : narrow_tiles)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
+                                                      neg_offset + (t0 - c0) * kChunkBlocks,
                                                       x.q8_0_scales + t0 * blocks + c.b0, blocks, c.b0 == 0,
                                                       y + t0 * y_stride + c.r0, y_stride, wide ? kRows : c.n_rows);
       }

@@ -60,6 +60,20 @@ inline void SplitNibbles(const __m512i* chunk, WeightBlock* out) {
   }
 }
 
+// A Q4_0 block of 16 rows kept packed (kPackedBlockBytes, 64-byte aligned in a buffer): the 16 f16
+// scales in the first line, then chunk[0..3] as LoadChunks gives them, a line each. 5/9 of a
+// WeightBlock's bytes; a tile splits the nibbles as it reads them.
+constexpr int64_t kPackedBlockBytes = 64 + 4 * 64;
+
+template <typename Weights>
+inline void PackQ4Block(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
+  __m256i scales;
+  __m512i chunk[4];
+  Weights::LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(out), scales);
+  for (int k = 0; k < 4; ++k) _mm512_store_si512(out + 64 + 64 * k, chunk[k]);
+}
+
 // From chunk[k] (lane i: bytes 4k..4k+3 of row i's Q8_0 quants): w + 128 as unsigned bytes.
 inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -85,7 +99,10 @@ struct TiledQ4_0x4 {
       PrefetchLine(group + 71);
     }
   }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+  // Block b of the 16 rows as VPDPBUSD operands still packed: chunk[k] lane i holds bytes 4k..4k+3
+  // of row i's quants (low nibbles elements 4k.., high nibbles 16+4k..), *scales the 16 f16 d_w.
+  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
+                         __m512i* chunk) {
     __m512i tile[4];
     long long scales[4];
     for (int t = 0; t < 4; ++t) {
@@ -98,17 +115,21 @@ struct TiledQ4_0x4 {
         tile[t] = _mm512_setzero_si512();
       }
     }
-    out->scale = HalvesToFloat(_mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]));
+    *scales_out = _mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]);
     const __m512i t01_lo = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(1, 0, 1, 0));
     const __m512i t01_hi = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(3, 2, 3, 2));
     const __m512i t23_lo = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(1, 0, 1, 0));
     const __m512i t23_hi = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(3, 2, 3, 2));
-    const __m512i chunk[4] = {
-        _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0)),
-        _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1)),
-        _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0)),
-        _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1)),
-    };
+    chunk[0] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0));
+    chunk[1] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1));
+    chunk[2] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0));
+    chunk[3] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1));
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    __m256i scales;
+    __m512i chunk[4];
+    LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+    out->scale = HalvesToFloat(scales);
     SplitNibbles(chunk, out);
   }
 };
@@ -142,7 +163,8 @@ struct PlainQ4_0 {
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<18>(data, blocks, r0, n_rows, b);
   }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
+                         __m512i* chunk) {
     alignas(32) uint16_t scales[kRows];
     __m128i row[kRows];
     for (int i = 0; i < kRows; ++i) {
@@ -155,8 +177,8 @@ struct PlainQ4_0 {
         row[i] = _mm_setzero_si128();
       }
     }
-    out->scale = HalvesToFloat(_mm256_load_si256(reinterpret_cast<const __m256i*>(scales)));
-    __m512i quad[4], half[4], chunk[4];
+    *scales_out = _mm256_load_si256(reinterpret_cast<const __m256i*>(scales));
+    __m512i quad[4], half[4];
     for (int q = 0; q < 4; ++q) {
       const __m512i r01 = _mm512_inserti32x4(_mm512_castsi128_si512(row[4 * q]), row[4 * q + 1], 1);
       quad[q] = _mm512_inserti32x4(_mm512_inserti32x4(r01, row[4 * q + 2], 2), row[4 * q + 3], 3);
@@ -167,6 +189,12 @@ struct PlainQ4_0 {
     for (int k1 = 0; k1 < 2; ++k1) {
       for (int k0 = 0; k0 < 2; ++k0) chunk[2 * k1 + k0] = Pick(half[2 * k1], kQ4Step2[k0], half[2 * k1 + 1]);
     }
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    __m256i scales;
+    __m512i chunk[4];
+    LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+    out->scale = HalvesToFloat(scales);
     SplitNibbles(chunk, out);
   }
 };
