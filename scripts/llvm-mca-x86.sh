@@ -27,13 +27,15 @@ label[k22t8]="avx2, Q8_0 q8_0x8, 8 tokens (prefill)";          rows[k22t8]=8
 label[k22t1]="avx2, Q8_0 q8_0x8, 1 token (decode)";            rows[k22t1]=8
 label[k35t6]="avx512_vnni, unpacked 32-row strip, 6 tokens (prefill)"; rows[k35t6]=32
 label[k36t8]="avx512_vnni, unpacked 16-row strip, 8 tokens (prefill tail rows)"; rows[k36t8]=16
+label[k37t6]="avx512_vnni, Q4_0 packed 32-row strip, 6 tokens (prefill)"; rows[k37t6]=32
+label[k38t8]="avx512_vnni, Q4_0 packed 16-row strip, 8 tokens (prefill tail rows)"; rows[k38t8]=16
 label[k31t1]="avx512_vnni, Q4_0 q4_0x4, 1 token x 2 row groups (decode)"; rows[k31t1]=32
 label[k32t1]="avx512_vnni, Q8_0 q8_0x8, 1 token x 2 row groups (decode)"; rows[k32t1]=32
 label[k44t4]="avx_vnni, Q4_0 q4_0x4 16 rows, 4 tokens (prefill)";  rows[k44t4]=16
 label[k41t1]="avx_vnni, Q4_0 q4_0x4, 1 token (decode)";            rows[k41t1]=8
 label[k42t8]="avx_vnni, Q8_0 q8_0x8, 8 tokens (prefill)";          rows[k42t8]=8
 label[k42t1]="avx_vnni, Q8_0 q8_0x8, 1 token (decode)";            rows[k42t1]=8
-order=(k24t4 k21t4 k21t1 k22t8 k22t1 k44t4 k41t1 k42t8 k42t1 k35t6 k36t8 k31t1 k32t1)
+order=(k24t4 k21t4 k21t1 k22t8 k22t1 k44t4 k41t1 k42t8 k42t1 k35t6 k36t8 k37t6 k38t8 k31t1 k32t1)
 # Zen 3 is the machine the AVX2 figures in bench/README.md were measured on; the Intel models stand
 # for the AVX-512 VNNI Xeons the x86 issue's targets were set on.
 avx2_cpus=(znver3 skylake icelake-server alderlake)

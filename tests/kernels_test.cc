@@ -266,9 +266,10 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
           std::vector<float> expected, got;
           RunMatmul(ref, m.view, x, &expected, 1);
           // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows);
-          // at decode, each of the paths a kernel may choose between by speed (FasterPath).
-          for (int path = 0; path < (tokens == 1 ? FasterPath::kMaxPaths : 1); ++path) {
-            if (tokens == 1) FasterPath::ForceForTesting(path);
+          // each of the paths a kernel may choose between by speed (FasterPath): three at decode,
+          // two in prefill (avx512_vnni's packed and unpacked Q4_0 strips).
+          for (int path = 0; path < (tokens == 1 ? FasterPath::kMaxPaths : 2); ++path) {
+            FasterPath::ForceForTesting(path);
             for (int splits : {1, 3}) {
               RunMatmul(*b, m.view, x, &got, splits);
               for (size_t i = 0; i < expected.size(); ++i) {

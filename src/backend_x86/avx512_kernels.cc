@@ -178,11 +178,12 @@ void PrefetchBlock(const uint8_t* data, int64_t blocks, const StripChunk& c, int
   }
 }
 
-template <typename Weights>
+// kPacked (Q4_0 only): the strip buffer keeps blocks packed and PackedTile splits the nibbles;
+// otherwise it holds WeightBlocks for StripTile.
+template <typename Weights, bool kPacked>
 void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
                  int64_t row_begin, int64_t row_end) {
-  // Q4_0 (zero point 8) is kept packed in the buffer; Q8_0 is rearranged into WeightBlocks.
-  constexpr bool kPacked = Weights::kZeroPoint == 8;
+  static_assert(!kPacked || Weights::kZeroPoint == 8, "only Q4_0 blocks are kept packed");
   constexpr int64_t kChunkBlocks = kPacked ? kPackedChunkBlocks : kUnpackBlocks;
   static constexpr StripTileFn kByTokens[kTokenTile] = {
       StripTile<1, 1>, StripTile<1, 2>, StripTile<1, 3>, StripTile<1, 4>,
@@ -366,6 +367,33 @@ void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float
   }
 }
 
+// Q4_0 prefill, packed strips (path 0) or unpacked ones (path 1), whichever has lately been faster
+// per multiply-add in this process. The packed tiles' ANDs and shifts issue beside the VPDPBUSDs on
+// a Zen 5 (4 vector pipes; 0.91x the products' time, bench/README.md), but on Intel's AVX-512 cores
+// the 512-bit ALU ops share the VPDPBUSD ports (llvm-mca's models: 89.6 cycles a block step against
+// 76.6, bench/x86-mca.md), where the one unpacking pass per chunk should win.
+template <typename Weights>
+FasterPath prefill_q4_strips = FasterPath::Among(2);
+
+template <typename Weights>
+void PrefillQuantized(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
+                      int64_t row_begin, int64_t row_end) {
+  if constexpr (Weights::kZeroPoint == 8) {
+    FasterPath& strips = prefill_q4_strips<Weights>;
+    const FasterPath::Choice choice = strips.Pick(NowNanoseconds());
+    if (choice.path == 1) {
+      PrefillRows<Weights, false>(data, blocks, x, y, y_stride, row_begin, row_end);
+    } else {
+      PrefillRows<Weights, true>(data, blocks, x, y, y_stride, row_begin, row_end);
+    }
+    if (choice.timed) {
+      strips.Report(choice, NowNanoseconds(), static_cast<uint64_t>((row_end - row_begin) * blocks * x.n_tokens));
+    }
+  } else {
+    PrefillRows<Weights, false>(data, blocks, x, y, y_stride, row_begin, row_end);
+  }
+}
+
 // Which prefetch order has lately been fastest per byte, for this weight type in this process (one
 // each: Q4_0 and Q8_0 streams differ).
 template <typename Weights>
@@ -409,7 +437,7 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
       return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
     }
   }
-  PrefillRows<Weights>(data, blocks, x, y, y_stride, row_begin, row_end);
+  PrefillQuantized<Weights>(data, blocks, x, y, y_stride, row_begin, row_end);
 }
 
 // Float products. Every (row, token) is summed the same way whatever tile it falls in: two 16-lane
