@@ -49,17 +49,47 @@ constexpr int64_t kPackedChunkBlocks = 32;
 constexpr int64_t kTokenChunk = 256;  // tokens whose offsets are kept per strip chunk (16-32 KB)
 constexpr int kWideTokens = 6;        // tokens per 32-row tile
 
-// kTokens tokens against unpacked blocks w[0 .. n-1] of kGroups x 16 rows (kGroups blocks per block
-// index; n_rows in the last group). a, neg_offset (-zero_point * sum(a)) and a_scale hold the first
-// token's entries at the chunk's first block; a and a_scale advance by a_stride per token,
-// neg_offset by kUnpackBlocks. y is the first token's output row at the strip's first row; the sums
-// start from zero when `first`, else continue from y. Token and group counts are template arguments
-// so the accumulators stay in registers. 32 rows x 6 tokens make each activation broadcast, offset
-// and scale serve two VPDPBUSD rows: 10-16% faster than 16 x 8 on a Zen 5 (bench/README.md).
-template <int kGroups, int kTokens>
+// How a tile reads block i of its strip buffer: the eight VPDPBUSD weight operands and the rows'
+// d_w. kOffsetStride is the neg_offset table's row length (the chunk's blocks).
+struct UnpackedBlocks {  // WeightBlocks, rearranged before the tiles run
+  static constexpr int64_t kOffsetStride = kUnpackBlocks;
+  static const uint8_t* Block(const uint8_t* strip, int64_t i) { return strip + i * sizeof(WeightBlock); }
+  static __m512i Operand(const uint8_t* block, int k) { return reinterpret_cast<const WeightBlock*>(block)->u[k]; }
+  static __m512 Scale(const uint8_t* block) { return reinterpret_cast<const WeightBlock*>(block)->scale; }
+};
+struct PackedBlocks {  // Q4_0 kept packed (PackQ4Block): the nibbles are split as the tile reads them
+  static constexpr int64_t kOffsetStride = kPackedChunkBlocks;
+  static const uint8_t* Block(const uint8_t* strip, int64_t i) { return strip + i * kPackedBlockBytes; }
+  static __m512i Operand(const uint8_t* block, int k) {
+    const __m512i packed = _mm512_load_si512(block + 64 + 64 * (k & 3));
+    return _mm512_and_si512(k < 4 ? packed : _mm512_srli_epi16(packed, 4), _mm512_set1_epi8(0x0f));
+  }
+  static __m512 Scale(const uint8_t* block) {
+    return HalvesToFloat(_mm256_load_si256(reinterpret_cast<const __m256i*>(block)));
+  }
+};
+
+template <bool kPacked>
+struct StripBlocks {
+  using type = UnpackedBlocks;
+};
+template <>
+struct StripBlocks<true> {
+  using type = PackedBlocks;
+};
+
+// kTokens tokens against blocks 0 .. n-1 of kGroups x 16 rows in the strip buffer (kGroups blocks
+// per block index; n_rows in the last group). a, neg_offset (-zero_point * sum(a)) and a_scale hold
+// the first token's entries at the chunk's first block; a and a_scale advance by a_stride per
+// token, neg_offset by Blocks::kOffsetStride. y is the first token's output row at the strip's first
+// row; the sums start from zero when `first`, else continue from y. Token and group counts are
+// template arguments so the accumulators stay in registers. 32 rows x 6 tokens make each
+// activation broadcast, offset and scale serve two VPDPBUSD rows: 10-16% faster than 16 x 8 on a
+// Zen 5 (bench/README.md). Packed Q4_0 blocks: the ANDs and shifts issue beside the VPDPBUSDs on a
+// Zen 5 instead of in a pass of their own before the tiles.
+template <typename Blocks, int kGroups, int kTokens>
 void StripTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_t* neg_offset, const float* a_scale,
                int64_t a_stride, bool first, float* y, int64_t y_stride, int n_rows) {
-  const auto* w = reinterpret_cast<const WeightBlock*>(strip);
   __m512 acc[kTokens][kGroups];
   for (int t = 0; t < kTokens; ++t) {
     for (int g = 0; g < kGroups; ++g) {
@@ -67,72 +97,22 @@ void StripTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_
       acc[t][g] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + g * kRows, rows);
     }
   }
+  [[maybe_unused]] constexpr int kMcaId = (Blocks::kOffsetStride == kUnpackBlocks ? 35 : 37) + (kGroups == 2 ? 0 : 1);
   for (int64_t b = 0; b < n; ++b) {
-    KESTREL_MCA_MARK("BEGIN", kGroups == 2 ? 35 : 36, kTokens);
-    const WeightBlock* wb = w + kGroups * b;
+    KESTREL_MCA_MARK("BEGIN", kMcaId, kTokens);
+    const uint8_t* wb[kGroups];
+    for (int g = 0; g < kGroups; ++g) wb[g] = Blocks::Block(strip, kGroups * b + g);
     __m512i sum[kTokens][kGroups];
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
-      const __m512i offset = _mm512_set1_epi32(neg_offset[t * kUnpackBlocks + b]);
+      const __m512i offset = _mm512_set1_epi32(neg_offset[t * Blocks::kOffsetStride + b]);
       for (int g = 0; g < kGroups; ++g) sum[t][g] = offset;
     }
     // Chunk-major: consecutive VPDPBUSD belong to different tokens' chains, never waiting on each other.
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) {
-#pragma GCC unroll 8
-      for (int t = 0; t < kTokens; ++t) {
-        const __m512i av = Broadcast4(a[t * a_stride + b].qs + 4 * k);
-        for (int g = 0; g < kGroups; ++g) sum[t][g] = _mm512_dpbusd_epi32(sum[t][g], wb[g].u[k], av);
-      }
-    }
-#pragma GCC unroll 8
-    for (int t = 0; t < kTokens; ++t) {
-      const __m512 as = _mm512_set1_ps(a_scale[t * a_stride + b]);
-      for (int g = 0; g < kGroups; ++g) {
-        const __m512 scale = _mm512_mul_ps(wb[g].scale, as);
-        acc[t][g] = _mm512_add_ps(acc[t][g], _mm512_mul_ps(IntToFloat(sum[t][g]), scale));
-      }
-    }
-    KESTREL_MCA_MARK("END", kGroups == 2 ? 35 : 36, kTokens);
-  }
-  for (int t = 0; t < kTokens; ++t) {
-    for (int g = 0; g < kGroups; ++g) {
-      const int rows = g + 1 < kGroups ? kRows : n_rows;
-      StoreRows(y + t * y_stride + g * kRows, acc[t][g], rows);
-    }
-  }
-}
-
-// StripTile for Q4_0 blocks kept packed (PackQ4Block; neg_offset advances by kPackedChunkBlocks per
-// token): the nibbles are split as each block is read, by ANDs and shifts that issue beside the
-// VPDPBUSDs instead of in a pass of their own before the tiles.
-template <int kGroups, int kTokens>
-void PackedTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_t* neg_offset, const float* a_scale,
-                int64_t a_stride, bool first, float* y, int64_t y_stride, int n_rows) {
-  __m512 acc[kTokens][kGroups];
-  for (int t = 0; t < kTokens; ++t) {
-    for (int g = 0; g < kGroups; ++g) {
-      const int rows = g + 1 < kGroups ? kRows : n_rows;
-      acc[t][g] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + g * kRows, rows);
-    }
-  }
-  const __m512i low = _mm512_set1_epi8(0x0f);
-  for (int64_t b = 0; b < n; ++b) {
-    KESTREL_MCA_MARK("BEGIN", kGroups == 2 ? 37 : 38, kTokens);
-    const uint8_t* wb = strip + kGroups * b * kPackedBlockBytes;
-    __m512i sum[kTokens][kGroups];
-#pragma GCC unroll 8
-    for (int t = 0; t < kTokens; ++t) {
-      const __m512i offset = _mm512_set1_epi32(neg_offset[t * kPackedChunkBlocks + b]);
-      for (int g = 0; g < kGroups; ++g) sum[t][g] = offset;
-    }
-#pragma GCC unroll 8
-    for (int k = 0; k < 8; ++k) {
       __m512i u[kGroups];
-      for (int g = 0; g < kGroups; ++g) {
-        const __m512i packed = _mm512_load_si512(wb + g * kPackedBlockBytes + 64 + 64 * (k & 3));
-        u[g] = _mm512_and_si512(k < 4 ? packed : _mm512_srli_epi16(packed, 4), low);
-      }
+      for (int g = 0; g < kGroups; ++g) u[g] = Blocks::Operand(wb[g], k);
 #pragma GCC unroll 8
       for (int t = 0; t < kTokens; ++t) {
         const __m512i av = Broadcast4(a[t * a_stride + b].qs + 4 * k);
@@ -140,9 +120,7 @@ void PackedTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32
       }
     }
     __m512 w_scale[kGroups];
-    for (int g = 0; g < kGroups; ++g) {
-      w_scale[g] = HalvesToFloat(_mm256_load_si256(reinterpret_cast<const __m256i*>(wb + g * kPackedBlockBytes)));
-    }
+    for (int g = 0; g < kGroups; ++g) w_scale[g] = Blocks::Scale(wb[g]);
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
       const __m512 as = _mm512_set1_ps(a_scale[t * a_stride + b]);
@@ -151,7 +129,7 @@ void PackedTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32
         acc[t][g] = _mm512_add_ps(acc[t][g], _mm512_mul_ps(IntToFloat(sum[t][g]), scale));
       }
     }
-    KESTREL_MCA_MARK("END", kGroups == 2 ? 37 : 38, kTokens);
+    KESTREL_MCA_MARK("END", kMcaId, kTokens);
   }
   for (int t = 0; t < kTokens; ++t) {
     for (int g = 0; g < kGroups; ++g) {
@@ -185,23 +163,17 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
                  int64_t row_begin, int64_t row_end) {
   static_assert(!kPacked || Weights::kZeroPoint == 8, "only Q4_0 blocks are kept packed");
   constexpr int64_t kChunkBlocks = kPacked ? kPackedChunkBlocks : kUnpackBlocks;
+  static_assert(kChunkBlocks == (kPacked ? PackedBlocks::kOffsetStride : UnpackedBlocks::kOffsetStride));
+  using Blocks = typename StripBlocks<kPacked>::type;
   static constexpr StripTileFn kByTokens[kTokenTile] = {
-      StripTile<1, 1>, StripTile<1, 2>, StripTile<1, 3>, StripTile<1, 4>,
-      StripTile<1, 5>, StripTile<1, 6>, StripTile<1, 7>, StripTile<1, 8>,
+      StripTile<Blocks, 1, 1>, StripTile<Blocks, 1, 2>, StripTile<Blocks, 1, 3>, StripTile<Blocks, 1, 4>,
+      StripTile<Blocks, 1, 5>, StripTile<Blocks, 1, 6>, StripTile<Blocks, 1, 7>, StripTile<Blocks, 1, 8>,
   };
   static constexpr StripTileFn kWideByTokens[kWideTokens] = {
-      StripTile<2, 1>, StripTile<2, 2>, StripTile<2, 3>, StripTile<2, 4>, StripTile<2, 5>, StripTile<2, 6>,
-  };
-  static constexpr StripTileFn kPackedByTokens[kTokenTile] = {
-      PackedTile<1, 1>, PackedTile<1, 2>, PackedTile<1, 3>, PackedTile<1, 4>,
-      PackedTile<1, 5>, PackedTile<1, 6>, PackedTile<1, 7>, PackedTile<1, 8>,
-  };
-  static constexpr StripTileFn kPackedWideByTokens[kWideTokens] = {
-      PackedTile<2, 1>, PackedTile<2, 2>, PackedTile<2, 3>, PackedTile<2, 4>, PackedTile<2, 5>, PackedTile<2, 6>,
+      StripTile<Blocks, 2, 1>, StripTile<Blocks, 2, 2>, StripTile<Blocks, 2, 3>,
+      StripTile<Blocks, 2, 4>, StripTile<Blocks, 2, 5>, StripTile<Blocks, 2, 6>,
   };
   static_assert(kTokenTile == 8 && kWideTokens == 6, "the tables list one instantiation per token count");
-  const StripTileFn* const narrow_tiles = kPacked ? kPackedByTokens : kByTokens;
-  const StripTileFn* const wide_tiles = kPacked ? kPackedWideByTokens : kWideByTokens;
   if (row_begin >= row_end) return;
   // Strips are 32 rows while 32 remain, then 16 (the last one fewer).
   const auto strip_rows = [&](int64_t r0) {
@@ -254,7 +226,7 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
         const int64_t share = next.n * ((t0 - c0) / tile + 1) / n_tiles;
         for (; prefetched < share; ++prefetched) PrefetchBlock<Weights>(data, blocks, next, prefetched);
         const int n_tok = static_cast<int>(c1 - t0 < tile ? c1 - t0 : tile);
-        (wide ? wide_tiles : narrow_tiles)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
+        (wide ? kWideByTokens : kByTokens)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
                                                       neg_offset + (t0 - c0) * kChunkBlocks,
                                                       x.q8_0_scales + t0 * blocks + c.b0, blocks, c.b0 == 0,
                                                       y + t0 * y_stride + c.r0, y_stride, wide ? kRows : c.n_rows);
