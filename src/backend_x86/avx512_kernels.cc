@@ -343,9 +343,12 @@ void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float
 // per multiply-add in this process. The packed tiles' ANDs and shifts issue beside the VPDPBUSDs on
 // a Zen 5 (4 vector pipes; 0.91x the products' time, bench/README.md), but on Intel's AVX-512 cores
 // the 512-bit ALU ops share the VPDPBUSD ports (llvm-mca's models: 89.6 cycles a block step against
-// 76.6, bench/x86-mca.md), where the one unpacking pass per chunk should win.
+// 76.6, bench/x86-mca.md), where the one unpacking pass per chunk should win. A decision every
+// 512 ms from a 16 ms trial in 1 ms slices, not decode's 128/8/0.5: a 64-token Qwen3-1.7B prefill
+// at two threads took ~150 ms, and with the shorter trial the slower path still ran ~9% of the tile
+// time on the busy Zen 5 (noisy trials picking it for whole periods).
 template <typename Weights>
-FasterPath prefill_q4_strips = FasterPath::Among(2);
+FasterPath prefill_q4_strips = FasterPath(512'000'000, 16'000'000, 1'000'000, 2);
 
 template <typename Weights>
 void PrefillQuantized(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
