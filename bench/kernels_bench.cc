@@ -342,8 +342,13 @@ void RegisterAll() {
         benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x6144x64/from_memory").c_str(),
                                      BenchGemmFromMemory, b, c.dtype, c.layout)
             ->Unit(benchmark::kMillisecond);
-      }
-      if (IsBlockQuantized(c.dtype)) {
+        // Each of the prefill paths a kernel chooses between by speed (avx512_vnni Q4_0: packed and
+        // unpacked strips; the same kernel twice where there is no choice), forced.
+        for (int path = 0; path < 2; ++path) {
+          benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64/path" + std::to_string(path)).c_str(),
+                                       BenchMatmul, b, c.dtype, c.layout, 2048, 2048, 64, path, true)
+              ->Unit(benchmark::kMillisecond);
+        }
         // The output projection (vocabulary 151936): 175-330 MB, far beyond the caches, so this one
         // measures how well the kernel streams weights from memory, as decode does.
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936").c_str(), BenchMatmul, b, c.dtype,

@@ -35,6 +35,11 @@ double NanosecondsPerIteration(int64_t iterations, Body body) {
 #define TWELVE_DP EIGHT_DP DP(8) DP(9) DP(10) DP(11)
 #define THREE(op) op " %%zmm20, %%zmm21, %%zmm12\n" op " %%zmm20, %%zmm21, %%zmm13\n" op " %%zmm20, %%zmm21, %%zmm14\n"
 #define THREE_UNARY(op) op " %%zmm20, %%zmm12\n" op " %%zmm20, %%zmm13\n" op " %%zmm20, %%zmm14\n"
+// Three of `op` with an immediate (`op $imm, zmm20, [zmm21,] dst`; `srcs` names the sources).
+#define THREE_IMM(op, imm, srcs) \
+  op " $" #imm ", " srcs ", %%zmm12\n" op " $" #imm ", " srcs ", %%zmm13\n" op " $" #imm ", " srcs ", %%zmm14\n"
+// A mixes-table row: twelve VPDPBUSD chains and three of the two-operand instruction `op`.
+#define TWELVE_DP_AND_THREE(op) {"12 vpdpbusd + 3 " op, NanosecondsPerIteration(n, RUN(TWELVE_DP THREE(op)))}
 #define DP_FROM(r, b) "vpdpbusd %%zmm" #b ", %%zmm21, %%zmm" #r "\n"
 // Only xmm0-15 can be named as clobbers in a unit built without AVX-512; zmm20/21 are read, never written.
 #define CLOBBERS                                                                                                      \
@@ -100,18 +105,23 @@ int main() {
     double ns;
   } mixes[] = {
       {"12 vpdpbusd", NanosecondsPerIteration(n, RUN(TWELVE_DP))},
-      {"12 vpdpbusd + 3 vpaddd", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpaddd")))},
-      {"12 vpdpbusd + 3 vaddps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vaddps")))},
+      TWELVE_DP_AND_THREE("vpaddd"),
+      TWELVE_DP_AND_THREE("vaddps"),
       {"12 vpdpbusd + 3 vcvtdq2ps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE_UNARY("vcvtdq2ps")))},
-      {"12 vpdpbusd + 3 vscalefps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vscalefps")))},
-      {"12 vpdpbusd + 3 vmulps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vmulps")))},
-      {"12 vpdpbusd + 3 vfmadd231ps", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vfmadd231ps")))},
-      {"12 vpdpbusd + 3 vpmulld", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpmulld")))},
-      {"12 vpdpbusd + 3 vpmullw", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpmullw")))},
-      {"12 vpdpbusd + 3 vpermt2d", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpermt2d")))},
-      {"12 vpdpbusd + 3 vpsadbw", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpsadbw")))},
-      {"12 vpdpbusd + 3 vpshufb", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpshufb")))},
-      {"12 vpdpbusd + 3 vpsllvd", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE("vpsllvd")))},
+      TWELVE_DP_AND_THREE("vscalefps"),
+      TWELVE_DP_AND_THREE("vmulps"),
+      TWELVE_DP_AND_THREE("vfmadd231ps"),
+      TWELVE_DP_AND_THREE("vpmulld"),
+      TWELVE_DP_AND_THREE("vpmullw"),
+      TWELVE_DP_AND_THREE("vpermt2d"),
+      TWELVE_DP_AND_THREE("vpsadbw"),
+      TWELVE_DP_AND_THREE("vpshufb"),
+      TWELVE_DP_AND_THREE("vpsllvd"),
+      // What the packed Q4_0 prefill tiles add (the nibble split) against a cross-lane shuffle.
+      TWELVE_DP_AND_THREE("vpandd"),
+      {"12 vpdpbusd + 3 vpsrlw $4", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE_IMM("vpsrlw", 4, "%%zmm20")))},
+      {"12 vpdpbusd + 3 vshufi32x4",
+       NanosecondsPerIteration(n, RUN(TWELVE_DP THREE_IMM("vshufi32x4", 0x44, "%%zmm20, %%zmm21")))},
       // The prefill loop's mix: per token and 16-row block, 8 VPDPBUSD and a float epilogue whose
       // two multiplies share the VPDPBUSD pipes; 8 VPDPBUSD plus the work named.
       {"8 vpdpbusd", NanosecondsPerIteration(n, RUN(EIGHT_DP))},

@@ -50,15 +50,17 @@ constexpr int64_t kTokenChunk = 256;  // tokens whose offsets are kept per strip
 constexpr int kWideTokens = 6;        // tokens per 32-row tile
 
 // How a tile reads block i of its strip buffer: the eight VPDPBUSD weight operands and the rows'
-// d_w. kOffsetStride is the neg_offset table's row length (the chunk's blocks).
+// d_w. kChunkBlocks: blocks per strip chunk, which is also the neg_offset table's row length.
 struct UnpackedBlocks {  // WeightBlocks, rearranged before the tiles run
-  static constexpr int64_t kOffsetStride = kUnpackBlocks;
+  static constexpr int64_t kChunkBlocks = kUnpackBlocks;
+  static constexpr int kMcaId = 35;  // 36 for 16-row strips
   static const uint8_t* Block(const uint8_t* strip, int64_t i) { return strip + i * sizeof(WeightBlock); }
   static __m512i Operand(const uint8_t* block, int k) { return reinterpret_cast<const WeightBlock*>(block)->u[k]; }
   static __m512 Scale(const uint8_t* block) { return reinterpret_cast<const WeightBlock*>(block)->scale; }
 };
 struct PackedBlocks {  // Q4_0 kept packed (PackQ4Block): the nibbles are split as the tile reads them
-  static constexpr int64_t kOffsetStride = kPackedChunkBlocks;
+  static constexpr int64_t kChunkBlocks = kPackedChunkBlocks;
+  static constexpr int kMcaId = 37;  // 38 for 16-row strips
   static const uint8_t* Block(const uint8_t* strip, int64_t i) { return strip + i * kPackedBlockBytes; }
   static __m512i Operand(const uint8_t* block, int k) {
     const __m512i packed = _mm512_load_si512(block + 64 + 64 * (k & 3));
@@ -81,7 +83,7 @@ struct StripBlocks<true> {
 // kTokens tokens against blocks 0 .. n-1 of kGroups x 16 rows in the strip buffer (kGroups blocks
 // per block index; n_rows in the last group). a, neg_offset (-zero_point * sum(a)) and a_scale hold
 // the first token's entries at the chunk's first block; a and a_scale advance by a_stride per
-// token, neg_offset by Blocks::kOffsetStride. y is the first token's output row at the strip's first
+// token, neg_offset by Blocks::kChunkBlocks. y is the first token's output row at the strip's first
 // row; the sums start from zero when `first`, else continue from y. Token and group counts are
 // template arguments so the accumulators stay in registers. 32 rows x 6 tokens make each
 // activation broadcast, offset and scale serve two VPDPBUSD rows: 10-16% faster than 16 x 8 on a
@@ -97,7 +99,7 @@ void StripTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_
       acc[t][g] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride + g * kRows, rows);
     }
   }
-  [[maybe_unused]] constexpr int kMcaId = (Blocks::kOffsetStride == kUnpackBlocks ? 35 : 37) + (kGroups == 2 ? 0 : 1);
+  [[maybe_unused]] constexpr int kMcaId = Blocks::kMcaId + (kGroups == 2 ? 0 : 1);
   for (int64_t b = 0; b < n; ++b) {
     KESTREL_MCA_MARK("BEGIN", kMcaId, kTokens);
     const uint8_t* wb[kGroups];
@@ -105,7 +107,7 @@ void StripTile(const uint8_t* strip, int64_t n, const BlockQ8_0* a, const int32_
     __m512i sum[kTokens][kGroups];
 #pragma GCC unroll 8
     for (int t = 0; t < kTokens; ++t) {
-      const __m512i offset = _mm512_set1_epi32(neg_offset[t * Blocks::kOffsetStride + b]);
+      const __m512i offset = _mm512_set1_epi32(neg_offset[t * Blocks::kChunkBlocks + b]);
       for (int g = 0; g < kGroups; ++g) sum[t][g] = offset;
     }
     // Chunk-major: consecutive VPDPBUSD belong to different tokens' chains, never waiting on each other.
@@ -162,9 +164,8 @@ template <typename Weights, bool kPacked>
 void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
                  int64_t row_begin, int64_t row_end) {
   static_assert(!kPacked || Weights::kZeroPoint == 8, "only Q4_0 blocks are kept packed");
-  constexpr int64_t kChunkBlocks = kPacked ? kPackedChunkBlocks : kUnpackBlocks;
-  static_assert(kChunkBlocks == (kPacked ? PackedBlocks::kOffsetStride : UnpackedBlocks::kOffsetStride));
   using Blocks = typename StripBlocks<kPacked>::type;
+  constexpr int64_t kChunkBlocks = Blocks::kChunkBlocks;
   static constexpr StripTileFn kByTokens[kTokenTile] = {
       StripTile<Blocks, 1, 1>, StripTile<Blocks, 1, 2>, StripTile<Blocks, 1, 3>, StripTile<Blocks, 1, 4>,
       StripTile<Blocks, 1, 5>, StripTile<Blocks, 1, 6>, StripTile<Blocks, 1, 7>, StripTile<Blocks, 1, 8>,
