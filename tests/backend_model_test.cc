@@ -226,7 +226,10 @@ void CollectStats(const LayerStats& s, void* user) {
 // threads share a prompt or how it is cut into batches. The SiLU gating once ran over each thread's
 // whole span of rows, and the AVX2 kernel computes the last n % 8 elements of a call with scalar
 // code, so which token's elements took that path depended on the split: with 302 tokens, f32 on
-// avx2 gave different logits on 3 threads than on 1 (stories260K's FFN is 172 wide).
+// avx2 gave different logits on 3 threads than on 1 (stories260K's FFN is 172 wide). The batches
+// also take different paths through the last layer: a batch of many tokens carries only its last
+// row past that layer's keys and values, and the 7-token batches end with a batch of one, which
+// computes its row in full.
 TEST_CASE("logits do not depend on the thread count or the prompt's batches, on every usable backend",
           "[backends][model]") {
   if (!testing::HaveShared("models/stories260K/stories260K.bin")) return;
