@@ -681,6 +681,23 @@ TEST_CASE("every backend's Q8_0 activation quantizer is bit-identical to the ref
   std::vector<float> tiny(32, 1e-30f);
   tiny[3] = -2e-30f;
   blocks.push_back(tiny);                                              // subnormal-range scale
+  // Every quant's rounding boundary: k + 0.5 and the floats either side of it, both signs, for
+  // k = 0..126, in blocks whose amax is 127 (d = 1), so x * id is exactly the value. The x86
+  // kernels round by adding 0.5 - 2^-25 and truncating, which these decide.
+  std::vector<float> boundaries;
+  for (int k = 0; k < 127; ++k) {
+    const float tie = static_cast<float>(k) + 0.5f;
+    for (float v : {std::nextafter(tie, 0.0f), tie, std::nextafter(tie, 200.0f)}) {
+      boundaries.push_back(v);
+      boundaries.push_back(-v);
+    }
+  }
+  for (size_t i = 0; i < boundaries.size(); i += 31) {
+    std::vector<float> block(32, 0.0f);
+    for (size_t j = 0; j < 31 && i + j < boundaries.size(); ++j) block[j] = boundaries[i + j];
+    block[31] = -127.0f;
+    blocks.push_back(block);
+  }
   for (uint32_t seed = 0; seed < 200; ++seed) blocks.push_back(RandomVector(32, seed, seed % 2 ? 1e3f : 1e-2f));
   for (const Backend* b : CompiledBackends()) {
     if (!b->cpu_supports()) {
