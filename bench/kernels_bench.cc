@@ -176,6 +176,31 @@ void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
+// Quantization with each block's quant sum and f32 scale, as every quantized product's input needs:
+// the backend's fused kernel where it has one (label "fused"), else quantize_q8_0 and then
+// SummarizeQ8_0Blocks over the blocks, as the session does then.
+void BenchQuantizeSummarized(benchmark::State& state, const Backend* b, int64_t n) {
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 2001 - 1000) * 1e-3f;
+  std::vector<BlockQ8_0> q(n / 32);
+  std::vector<int32_t> sums(n / 32);
+  std::vector<float> scales(n / 32);
+  const auto fused = b->kernels->quantize_q8_0_summarized;
+  for (auto _ : state) {
+    if (fused != nullptr) {
+      fused(x.data(), q.data(), sums.data(), scales.data(), n);
+    } else {
+      b->kernels->quantize_q8_0(x.data(), q.data(), n);
+      SummarizeQ8_0Blocks(q.data(), n / 32, sums.data(), scales.data());
+    }
+    benchmark::DoNotOptimize(q.data());
+    benchmark::DoNotOptimize(sums.data());
+    benchmark::DoNotOptimize(scales.data());
+  }
+  state.SetLabel(fused != nullptr ? "fused" : "quantize, then SummarizeQ8_0Blocks");
+  state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
+}
+
 // One token's keys of the Qwen3-1.7B shape (8 heads of 128) into the f16 KV cache.
 void BenchF32ToF16(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n);
@@ -375,6 +400,7 @@ void RegisterAll() {
       }
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
+    benchmark::RegisterBenchmark((prefix + "quantize_q8_0_summarized/2048").c_str(), BenchQuantizeSummarized, b, 2048);
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
     benchmark::RegisterBenchmark((prefix + "f32_to_f16/1024").c_str(), BenchF32ToF16, b, 1024);
     benchmark::RegisterBenchmark((prefix + "rope/16x128").c_str(), BenchRope, b)->Unit(benchmark::kMicrosecond);

@@ -3,6 +3,7 @@
 // generic reference itself against an independent double-precision computation. Backends whose
 // ISA this CPU lacks are reported as skipped, never as passed.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -718,6 +719,65 @@ TEST_CASE("every backend's Q8_0 activation quantizer is bit-identical to the ref
     ref.kernels->quantize_q8_0(row.data(), want.data(), 32 * 37);
     REQUIRE(std::memcmp(got.data(), want.data(), got.size() * sizeof(BlockQ8_0)) == 0);
   }
+}
+
+// The optional fused form: the same blocks, and the sums and f32 scales SummarizeQ8_0Blocks gives,
+// over every block count up to two of the kernels' groups of 8 and the blocks above end to end
+// (the quantizer test's ties, zeros, tiny scales and rounding boundaries), including a non-finite
+// block, whose quants the sum must count as stored.
+TEST_CASE("every backend's fused Q8_0 quantizer gives the reference's blocks, sums and scales", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  std::vector<float> values;
+  for (int i = 0; i < 32; ++i) values.push_back((i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i) + 0.5f));
+  values[31] = 127.0f;
+  values.insert(values.end(), 32, 0.0f);
+  for (int i = 0; i < 32; ++i) values.push_back(1e-30f * static_cast<float>(i + 1));
+  for (int k = 0; k < 127; k += 4) {
+    for (int i = 0; i < 31; ++i) values.push_back((i % 2 ? -1.0f : 1.0f) * (static_cast<float>(k + i % 4) + 0.5f));
+    values.push_back(127.0f);
+  }
+  std::vector<float> with_nan = RandomVector(32, 7, 2.0f);
+  with_nan[5] = std::numeric_limits<float>::quiet_NaN();
+  values.insert(values.end(), with_nan.begin(), with_nan.end());
+  const auto random = RandomVector(32 * 17, 3, 40.0f);
+  values.insert(values.end(), random.begin(), random.end());
+  int tested = 0;
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports() || b->kernels->quantize_q8_0_summarized == nullptr) continue;
+    ++tested;
+    for (int64_t blocks = 1; blocks <= static_cast<int64_t>(values.size() / 32); blocks += blocks < 17 ? 1 : 9) {
+      for (int64_t first : {int64_t{0}, static_cast<int64_t>(values.size() / 32) - blocks}) {
+        INFO(b->name << " blocks " << blocks << " from block " << first);
+        const float* x = values.data() + first * 32;
+        std::vector<BlockQ8_0> got(static_cast<size_t>(blocks)), want(static_cast<size_t>(blocks));
+        std::vector<int32_t> got_sums(static_cast<size_t>(blocks), -1), want_sums(static_cast<size_t>(blocks));
+        std::vector<float> got_scales(static_cast<size_t>(blocks), -1.0f), want_scales(static_cast<size_t>(blocks));
+        b->kernels->quantize_q8_0_summarized(x, got.data(), got_sums.data(), got_scales.data(), blocks * 32);
+        ref.kernels->quantize_q8_0(x, want.data(), blocks * 32);
+        SummarizeQ8_0Blocks(want.data(), blocks, want_sums.data(), want_scales.data());
+        for (int64_t i = 0; i < blocks; ++i) {
+          INFO("block " << i);
+          // A NaN element's quant is the kernel's own (the reference's lround of NaN is the C
+          // library's), so that block is compared with the kernel's unfused quantizer instead.
+          if (!std::all_of(x + i * 32, x + i * 32 + 32, [](float v) { return std::isfinite(v); })) continue;
+          REQUIRE(std::memcmp(&got[i], &want[i], sizeof(BlockQ8_0)) == 0);
+          REQUIRE(got_sums[i] == want_sums[i]);
+          REQUIRE(std::memcmp(&got_scales[i], &want_scales[i], sizeof(float)) == 0);
+        }
+        // Against the backend's own unfused quantizer and the summary of what it stored: every block,
+        // the NaN one included.
+        std::vector<BlockQ8_0> own(static_cast<size_t>(blocks));
+        std::vector<int32_t> own_sums(static_cast<size_t>(blocks));
+        std::vector<float> own_scales(static_cast<size_t>(blocks));
+        b->kernels->quantize_q8_0(x, own.data(), blocks * 32);
+        SummarizeQ8_0Blocks(own.data(), blocks, own_sums.data(), own_scales.data());
+        REQUIRE(std::memcmp(got.data(), own.data(), own.size() * sizeof(BlockQ8_0)) == 0);
+        REQUIRE(got_sums == own_sums);
+        REQUIRE(std::memcmp(got_scales.data(), own_scales.data(), own_scales.size() * sizeof(float)) == 0);
+      }
+    }
+  }
+  if (tested == 0) WARN("SKIPPED: no usable backend has a fused Q8_0 quantizer");
 }
 
 }  // namespace

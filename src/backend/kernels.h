@@ -81,6 +81,11 @@ struct KernelTable {
   // out[i] = x[i] as f16, rounded to nearest even, overflow to infinity, NaN kept NaN (as
   // Fp32ToFp16; a NaN's payload bits may differ). Writes the f16 KV cache.
   void (*f32_to_f16)(const float* x, uint16_t* out, int64_t n);
+  // Optional (nullptr: callers run quantize_q8_0, then SummarizeQ8_0Blocks over its blocks).
+  // quantize_q8_0 that also writes each block's quant sum and scale as f32, exactly as
+  // SummarizeQ8_0Blocks gives them, in the same pass instead of a second one over the blocks.
+  void (*quantize_q8_0_summarized)(const float* x, BlockQ8_0* out, int32_t* sums, float* scales,
+                                   int64_t n) = nullptr;
 };
 
 }  // namespace kestrel

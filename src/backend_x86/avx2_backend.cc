@@ -36,6 +36,7 @@ const KernelTable& Table() {
   static const KernelTable table = [] {
     KernelTable t = *generic::GetBackend().kernels;
     t.quantize_q8_0 = QuantizeQ8_0;
+    t.quantize_q8_0_summarized = QuantizeQ8_0Summarized;
     t.matmul = Matmul;
     t.rmsnorm = Rmsnorm;
     t.rope = Rope;

@@ -342,9 +342,6 @@ inline __m256i RoundHalfAway(__m256 v) {
   return _mm256_cvttps_epi32(_mm256_add_ps(v, _mm256_or_ps(sign, _mm256_set1_ps(0.49999997f))));
 }
 
-// Software fp32 -> fp16 of the scale, identical to the format module's (round to nearest even).
-inline uint16_t FloatToHalf(float f) { return static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT), 0)); }
-
 // Q4_0 products, 8 rows (two 4-row tiles) by a few tokens at a time. Register vector k of a block
 // holds the 4-byte chunk k of each of the 8 rows (one row per 32-bit lane), which is exactly how a
 // q4_0x4 tile stores it; its low nibbles are elements 4k..4k+3 of each row and its high nibbles
@@ -1066,7 +1063,12 @@ void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y
 // The avx_vnni build takes only Matmul from this file (avx2_kernels.h); the other kernels have no
 // byte products, and the backend uses avx2's.
 #if !KESTREL_AVX2_WITH_VNNI
-void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
+namespace {
+
+// kSummarize: also each block's quant sum (of the stored bytes: SAD of the bytes + 128 against
+// zero, less 32 * 128) and its stored scale as f32.
+template <bool kSummarize>
+void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* v = x + b * 32;
@@ -1079,7 +1081,8 @@ void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
     const float max = HorizontalMax(amax);
     const float d = max / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    out[b].d = FloatToHalf(d);
+    const __m128i d_half = _mm_cvtps_ph(_mm_set_ss(d), _MM_FROUND_TO_NEAREST_INT);
+    out[b].d = static_cast<uint16_t>(_mm_extract_epi16(d_half, 0));
     const __m256 scale = _mm256_set1_ps(id);
     __m256i i32[4];
     for (int i = 0; i < 4; ++i) i32[i] = RoundHalfAway(_mm256_mul_ps(q[i], scale));
@@ -1087,7 +1090,23 @@ void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
     const __m256i p23 = _mm256_packs_epi32(i32[2], i32[3]);
     const __m256i packed = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(p01, p23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out[b].qs), packed);
+    if constexpr (kSummarize) {
+      const __m256i sad = _mm256_sad_epu8(_mm256_xor_si256(packed, _mm256_set1_epi8(static_cast<char>(0x80))),
+                                          _mm256_setzero_si256());
+      const __m128i halves = _mm_add_epi64(_mm256_castsi256_si128(sad), _mm256_extracti128_si256(sad, 1));
+      sums[b] = static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(halves, _mm_unpackhi_epi64(halves, halves)))) -
+                32 * 128;
+      scales[b] = _mm_cvtss_f32(_mm_cvtph_ps(d_half));
+    }
   }
+}
+
+}  // namespace
+
+void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) { Quantize<false>(x, out, nullptr, nullptr, n); }
+
+void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
+  Quantize<true>(x, out, sums, scales, n);
 }
 
 void F32ToF16(const float* x, uint16_t* out, int64_t n) {

@@ -8,6 +8,7 @@
 namespace kestrel::avx2 {
 
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
+void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n);
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
 void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
 void Rope(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin, RopeStyle style);

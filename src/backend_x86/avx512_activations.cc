@@ -78,10 +78,18 @@ inline __m512i RoundHalfAway(__m512 v) {
 // The reference's arithmetic (format/dtype.cc): d = amax / 127, id = 1 / d (0 when d is 0), quants
 // lround(x * id), d stored as fp16 rounded to nearest even; NaN elements are left out of the
 // maximum as std::fmax leaves them out. Bit-identical to the reference for every finite input.
-void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
+namespace {
+
+// kSummarize: also each block's quant sum (the rounded values clamped to the stored int8 range,
+// then one transposing reduction for the eight blocks) and its stored scale as f32.
+template <bool kSummarize>
+void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
   const int64_t blocks = n / 32;
   const __m512 zero = _mm512_setzero_ps();
   const auto max = [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); };
+  const auto add_int = [](__m512 a, __m512 b) {
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
+  };
   for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
     const int count = blocks - b0 < 8 ? static_cast<int>(blocks - b0) : 8;
     __m512 lo[8], hi[8], amax[8];
@@ -95,18 +103,45 @@ void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) {
     const __m256 nonzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);  // 1 / 0 masked to 0
     alignas(32) float inverse[8];
     _mm256_store_ps(inverse, _mm256_and_ps(nonzero, _mm256_div_ps(_mm256_set1_ps(1.0f), d)));
+    const __m128i d_half = _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT);
     alignas(16) uint16_t halves[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(halves), _mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT));
+    _mm_store_si128(reinterpret_cast<__m128i*>(halves), d_half);
+    __m512 quant_sums[8];
     for (int j = 0; j < count; ++j) {
       BlockQ8_0& block = out[b0 + j];
       block.d = halves[j];
       const __m512 id = _mm512_set1_ps(inverse[j]);
-      const __m128i q_lo = _mm512_cvtsepi32_epi8(RoundHalfAway(_mm512_mul_ps(lo[j], id)));
-      const __m128i q_hi = _mm512_cvtsepi32_epi8(RoundHalfAway(_mm512_mul_ps(hi[j], id)));
+      const __m512i r_lo = RoundHalfAway(_mm512_mul_ps(lo[j], id));
+      const __m512i r_hi = RoundHalfAway(_mm512_mul_ps(hi[j], id));
+      const __m128i q_lo = _mm512_cvtsepi32_epi8(r_lo);
+      const __m128i q_hi = _mm512_cvtsepi32_epi8(r_hi);
       std::memcpy(block.qs, &q_lo, 16);
       std::memcpy(block.qs + 16, &q_hi, 16);
+      if constexpr (kSummarize) {
+        const auto stored = [](__m512i r) {
+          return _mm512_max_epi32(_mm512_min_epi32(r, _mm512_set1_epi32(127)), _mm512_set1_epi32(-128));
+        };
+        quant_sums[j] = _mm512_castsi512_ps(_mm512_add_epi32(stored(r_lo), stored(r_hi)));
+      }
+    }
+    if constexpr (kSummarize) {
+      for (int j = count; j < 8; ++j) quant_sums[j] = zero;
+      alignas(32) int32_t block_sums[8];
+      alignas(32) float block_scales[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(block_sums), _mm256_castps_si256(Reduce8(quant_sums, add_int)));
+      _mm256_store_ps(block_scales, _mm256_cvtph_ps(d_half));
+      std::memcpy(sums + b0, block_sums, count * sizeof(int32_t));
+      std::memcpy(scales + b0, block_scales, count * sizeof(float));
     }
   }
+}
+
+}  // namespace
+
+void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n) { Quantize<false>(x, out, nullptr, nullptr, n); }
+
+void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
+  Quantize<true>(x, out, sums, scales, n);
 }
 
 void Softmax(float* x, int64_t n) {

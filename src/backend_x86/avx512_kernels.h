@@ -19,6 +19,7 @@ void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t
 // avx512_activations.cc.
 void Softmax(float* x, int64_t n);
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
+void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 
 }  // namespace kestrel::avx512_vnni
@@ -39,6 +40,7 @@ void AttentionTokens(const float* q, int64_t q_stride, int64_t n_tokens, int64_t
 // avx512_activations.cc.
 void Softmax(float* x, int64_t n);
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
+void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
 
 }  // namespace kestrel::avx512_vnni_simde

@@ -24,6 +24,7 @@ const KernelTable& Table() {
     t.attention_tokens = AttentionTokens;
     t.softmax = Softmax;
     t.quantize_q8_0 = QuantizeQ8_0;
+    t.quantize_q8_0_summarized = QuantizeQ8_0Summarized;
     t.silu_mul = SiluMul;
     return t;
   }();

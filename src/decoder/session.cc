@@ -217,9 +217,14 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
         k.silu_mul(row, up_.data() + t * columns, columns);
       }
       if (norm != nullptr) k.rmsnorm(row, norm, xn_.data() + t * columns, columns, model_.config().norm_eps);
-      if (quantize) k.quantize_q8_0(input + t * columns, qx_.data() + t * blocks, columns);
+      if (quantize && k.quantize_q8_0_summarized != nullptr) {
+        k.quantize_q8_0_summarized(input + t * columns, qx_.data() + t * blocks, qx_sums_.data() + t * blocks,
+                                   qx_scales_.data() + t * blocks, columns);
+      } else if (quantize) {
+        k.quantize_q8_0(input + t * columns, qx_.data() + t * blocks, columns);
+      }
     }
-    if (quantize) {
+    if (quantize && k.quantize_q8_0_summarized == nullptr) {
       SummarizeQ8_0Blocks(qx_.data() + begin * blocks, (end - begin) * blocks, qx_sums_.data() + begin * blocks,
                           qx_scales_.data() + begin * blocks);
     }
