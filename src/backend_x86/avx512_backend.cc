@@ -35,7 +35,7 @@ bool Supported() {
 }
 
 const KernelTable& Table() {
-  // The matmul, attention, softmax, SiLU gating and activation quantization have AVX-512
+  // The matmul, attention, softmax, SiLU gating, RMSNorm and activation quantization have AVX-512
   // versions; the rest are the AVX2 kernels.
   static const KernelTable table = [] {
     KernelTable t = *avx2::GetBackend().kernels;
@@ -46,6 +46,7 @@ const KernelTable& Table() {
     t.quantize_q8_0 = QuantizeQ8_0;
     t.quantize_q8_0_summarized = QuantizeQ8_0Summarized;
     t.silu_mul = SiluMul;
+    t.rmsnorm = Rmsnorm;
     return t;
   }();
   return table;

@@ -21,6 +21,7 @@ void Softmax(float* x, int64_t n);
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
 void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
+void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
 
 }  // namespace kestrel::avx512_vnni
 
@@ -42,5 +43,6 @@ void Softmax(float* x, int64_t n);
 void QuantizeQ8_0(const float* x, BlockQ8_0* out, int64_t n);
 void QuantizeQ8_0Summarized(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n);
 void SiluMul(float* gate, const float* up, int64_t n);
+void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float eps);
 
 }  // namespace kestrel::avx512_vnni_simde

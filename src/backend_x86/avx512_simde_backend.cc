@@ -26,6 +26,7 @@ const KernelTable& Table() {
     t.quantize_q8_0 = QuantizeQ8_0;
     t.quantize_q8_0_summarized = QuantizeQ8_0Summarized;
     t.silu_mul = SiluMul;
+    t.rmsnorm = Rmsnorm;
     return t;
   }();
   return table;
