@@ -682,6 +682,21 @@ TEST_CASE("every backend's Q8_0 activation quantizer is bit-identical to the ref
   std::vector<float> tiny(32, 1e-30f);
   tiny[3] = -2e-30f;
   blocks.push_back(tiny);                                              // subnormal-range scale
+  // Non-finite products: a block so small that 1 / d overflows (x * id is then infinite, or NaN for
+  // a zero), and blocks holding a NaN or an infinity. What lround makes of those is the C library's;
+  // the kernels hand such blocks to the reference, so they must match it here too.
+  std::vector<float> underflow(32, 0.0f);
+  underflow[0] = 1e-37f;
+  underflow[7] = -3e-38f;
+  blocks.push_back(underflow);
+  for (float special : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                        -std::numeric_limits<float>::infinity()}) {
+    for (int at : {0, 17, 31}) {
+      std::vector<float> block = RandomVector(32, static_cast<uint32_t>(at + 40), 2.0f);
+      block[at] = special;
+      blocks.push_back(block);
+    }
+  }
   // Every quant's rounding boundary: k + 0.5 and the floats either side of it, both signs, for
   // k = 0..126, in blocks whose amax is 127 (d = 1), so x * id is exactly the value. The x86
   // kernels round by adding 0.5 - 2^-25 and truncating, which these decide.
@@ -723,8 +738,8 @@ TEST_CASE("every backend's Q8_0 activation quantizer is bit-identical to the ref
 
 // The optional fused form: the same blocks, and the sums and f32 scales SummarizeQ8_0Blocks gives,
 // over every block count up to two of the kernels' groups of 8 and the blocks above end to end
-// (the quantizer test's ties, zeros, tiny scales and rounding boundaries), including a non-finite
-// block, whose quants the sum must count as stored.
+// (the quantizer test's ties, zeros, tiny scales and rounding boundaries), including non-finite
+// and underflowing blocks, which the kernels hand to the reference.
 TEST_CASE("every backend's fused Q8_0 quantizer gives the reference's blocks, sums and scales", "[kernels][conformance]") {
   const Backend& ref = Generic();
   std::vector<float> values;
@@ -739,6 +754,12 @@ TEST_CASE("every backend's fused Q8_0 quantizer gives the reference's blocks, su
   std::vector<float> with_nan = RandomVector(32, 7, 2.0f);
   with_nan[5] = std::numeric_limits<float>::quiet_NaN();
   values.insert(values.end(), with_nan.begin(), with_nan.end());
+  std::vector<float> with_inf = RandomVector(32, 8, 2.0f);
+  with_inf[30] = -std::numeric_limits<float>::infinity();
+  values.insert(values.end(), with_inf.begin(), with_inf.end());
+  std::vector<float> underflow(32, 0.0f);
+  underflow[9] = -2e-37f;
+  values.insert(values.end(), underflow.begin(), underflow.end());
   const auto random = RandomVector(32 * 17, 3, 40.0f);
   values.insert(values.end(), random.begin(), random.end());
   int tested = 0;
@@ -757,15 +778,11 @@ TEST_CASE("every backend's fused Q8_0 quantizer gives the reference's blocks, su
         SummarizeQ8_0Blocks(want.data(), blocks, want_sums.data(), want_scales.data());
         for (int64_t i = 0; i < blocks; ++i) {
           INFO("block " << i);
-          // A NaN element's quant is the kernel's own (the reference's lround of NaN is the C
-          // library's), so that block is compared with the kernel's unfused quantizer instead.
-          if (!std::all_of(x + i * 32, x + i * 32 + 32, [](float v) { return std::isfinite(v); })) continue;
           REQUIRE(std::memcmp(&got[i], &want[i], sizeof(BlockQ8_0)) == 0);
           REQUIRE(got_sums[i] == want_sums[i]);
           REQUIRE(std::memcmp(&got_scales[i], &want_scales[i], sizeof(float)) == 0);
         }
-        // Against the backend's own unfused quantizer and the summary of what it stored: every block,
-        // the NaN one included.
+        // Against the backend's own unfused quantizer and the summary of what it stored.
         std::vector<BlockQ8_0> own(static_cast<size_t>(blocks));
         std::vector<int32_t> own_sums(static_cast<size_t>(blocks));
         std::vector<float> own_scales(static_cast<size_t>(blocks));

@@ -22,6 +22,8 @@
 
 #include "backend/faster_path.h"
 #include "backend/mca_mark.h"
+#include "backend/q8_0_special_blocks.h"
+#include "backend/q8_0_summary.h"
 #include "backend_x86/exp_polynomial.h"
 
 #ifndef KESTREL_AVX2_NAMESPACE
@@ -1070,15 +1072,25 @@ namespace {
 template <bool kSummarize>
 void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
   const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  bool any_special = false;
   for (int64_t b = 0; b < n / 32; ++b) {
     const float* v = x + b * 32;
     __m256 q[4];
     __m256 amax = _mm256_setzero_ps();
+    __m256 magnitudes = _mm256_setzero_ps();  // NaN or infinite in a lane that saw a NaN or an infinity
     for (int i = 0; i < 4; ++i) {
       q[i] = _mm256_loadu_ps(v + i * 8);
-      amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, q[i]));
+      const __m256 magnitude = _mm256_andnot_ps(sign_mask, q[i]);
+      amax = _mm256_max_ps(amax, magnitude);
+      magnitudes = _mm256_add_ps(magnitudes, magnitude);
     }
     const float max = HorizontalMax(amax);
+    const int finite = _mm256_movemask_ps(_mm256_cmp_ps(magnitudes, _mm256_set1_ps(__builtin_inff()), _CMP_LT_OQ));
+    // A NaN or an infinity (or values so near FLT_MAX that their sum overflows), or an amax under
+    // 1e-30 (but not 0), where 1 / d may overflow: redone below by the reference itself, whose
+    // lround decides what a NaN or infinite product becomes (as in the NEON and AVX-512 kernels),
+    // so the kernel is bit-identical to it for every input.
+    any_special |= finite != 0xFF || (max != 0.0f && max < 1e-30f);
     const float d = max / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m128i d_half = _mm_cvtps_ph(_mm_set_ss(d), _MM_FROUND_TO_NEAREST_INT);
@@ -1097,6 +1109,14 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
       sums[b] = static_cast<int32_t>(_mm_cvtsi128_si32(_mm_add_epi64(halves, _mm_unpackhi_epi64(halves, halves)))) -
                 32 * 128;
       scales[b] = _mm_cvtss_f32(_mm_cvtph_ps(d_half));
+    }
+  }
+  // Outside the loop above, whose constants a call would push out of registers.
+  if (any_special) {
+    for (int64_t b = 0; b < n / 32; ++b) {
+      if (!Q8_0BlockNeedsReference(x + b * 32)) continue;
+      QuantizeRowQ8_0(x + b * 32, out + b, 32);
+      if constexpr (kSummarize) SummarizeQ8_0Blocks(out + b, 1, sums + b, scales + b);
     }
   }
 }

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "backend/q8_0_special_blocks.h"
+#include "backend/q8_0_summary.h"
 #include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/avx512_kernels.h"
 #include "backend_x86/exp_polynomial.h"
@@ -62,8 +64,8 @@ struct Tail {
 // 0.49999997 rounds to x + 1) and nothing below them (0.49999997 + 0.49999997 stays under 1);
 // checked for every float in [0, 200] (a quant's x * id is at most 127 and a little). Half the
 // instructions of truncating and then correcting by the dropped fraction (quantization 1.6x as
-// fast, kernels bench). A NaN or infinite product (non-finite input, or a block's amax under
-// ~3.7e-37, where 1 / d overflows) truncates to INT32_MIN.
+// fast, kernels bench). Blocks whose products could be NaN or infinite (a non-finite input, or an
+// amax under 1e-30, where 1 / d may overflow) are redone by the reference (Quantize).
 inline __m512i RoundHalfAway(__m512 v) {
   const __m512i sign = _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN));
   const __m512 half = _mm512_castsi512_ps(_mm512_or_si512(sign, _mm512_castps_si512(_mm512_set1_ps(0.49999997f))));
@@ -81,7 +83,10 @@ inline __m512i RoundHalfAway(__m512 v) {
 namespace {
 
 // kSummarize: also each block's quant sum (the rounded values clamped to the stored int8 range,
-// then one transposing reduction for the eight blocks) and its stored scale as f32.
+// then one transposing reduction for the eight blocks) and its stored scale as f32. Blocks with a
+// NaN, an infinity or an amax under 1e-30 (but not 0) are left to the reference after the vector
+// pass, as in the NEON kernel: there lround's result for a NaN or infinite product is the C
+// library's.
 template <bool kSummarize>
 void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
   const int64_t blocks = n / 32;
@@ -90,16 +95,28 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
   const auto add_int = [](__m512 a, __m512 b) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
   };
+  unsigned any_special = 0;
   for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
     const int count = blocks - b0 < 8 ? static_cast<int>(blocks - b0) : 8;
     __m512 lo[8], hi[8], amax[8];
+    unsigned special = 0;  // blocks for the reference (below)
+    const __m512 inf = _mm512_set1_ps(__builtin_inff());
     for (int j = 0; j < 8; ++j) {
       lo[j] = j < count ? _mm512_loadu_ps(x + (b0 + j) * 32) : zero;
       hi[j] = j < count ? _mm512_loadu_ps(x + (b0 + j) * 32 + 16) : zero;
       // MAXPS returns its second operand when either is NaN: the running maximum survives a NaN.
       amax[j] = _mm512_max_ps(_mm512_abs_ps(hi[j]), _mm512_max_ps(_mm512_abs_ps(lo[j]), zero));
+      // A NaN or an infinity makes the sum of magnitudes NaN or infinite (so may two values near
+      // FLT_MAX, which the reference then quantizes as well).
+      const __m512 magnitudes = _mm512_add_ps(_mm512_abs_ps(lo[j]), _mm512_abs_ps(hi[j]));
+      if (_mm512_cmp_ps_mask(magnitudes, inf, _CMP_LT_OQ) != 0xFFFF) special |= 1u << j;
     }
-    const __m256 d = _mm256_div_ps(Reduce8(amax, max), _mm256_set1_ps(127.0f));
+    const __m256 block_max = Reduce8(amax, max);
+    // And blocks whose largest magnitude is under 1e-30 but not 0, where 1 / d may overflow.
+    special |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(
+        _mm256_cmp_ps(block_max, _mm256_set1_ps(1e-30f), _CMP_LT_OQ),
+        _mm256_cmp_ps(block_max, _mm256_setzero_ps(), _CMP_NEQ_UQ))));
+    const __m256 d = _mm256_div_ps(block_max, _mm256_set1_ps(127.0f));
     const __m256 nonzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);  // 1 / 0 masked to 0
     alignas(32) float inverse[8];
     _mm256_store_ps(inverse, _mm256_and_ps(nonzero, _mm256_div_ps(_mm256_set1_ps(1.0f), d)));
@@ -132,6 +149,18 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
       _mm256_store_ps(block_scales, _mm256_cvtph_ps(d_half));
       std::memcpy(sums + b0, block_sums, count * sizeof(int32_t));
       std::memcpy(scales + b0, block_scales, count * sizeof(float));
+    }
+    any_special |= special;
+  }
+  // The special blocks again, by the reference itself: the C library's lround decides what a NaN
+  // or infinite product becomes, so every backend is bit-identical to it for every input (the NEON
+  // kernel does the same). Outside the loop above, whose constants a call would push out of
+  // registers.
+  if (any_special != 0) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      if (!Q8_0BlockNeedsReference(x + b * 32)) continue;
+      QuantizeRowQ8_0(x + b * 32, out + b, 32);
+      if constexpr (kSummarize) SummarizeQ8_0Blocks(out + b, 1, sums + b, scales + b);
     }
   }
 }
