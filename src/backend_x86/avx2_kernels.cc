@@ -23,7 +23,6 @@
 #include "backend/faster_path.h"
 #include "backend/mca_mark.h"
 #include "backend/q8_0_special_blocks.h"
-#include "backend/q8_0_summary.h"
 #include "backend_x86/exp_polynomial.h"
 
 #ifndef KESTREL_AVX2_NAMESPACE
@@ -1112,13 +1111,7 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
     }
   }
   // Outside the loop above, whose constants a call would push out of registers.
-  if (any_special) {
-    for (int64_t b = 0; b < n / 32; ++b) {
-      if (!Q8_0BlockNeedsReference(x + b * 32)) continue;
-      QuantizeRowQ8_0(x + b * 32, out + b, 32);
-      if constexpr (kSummarize) SummarizeQ8_0Blocks(out + b, 1, sums + b, scales + b);
-    }
-  }
+  if (any_special) RequantizeSpecialQ8_0Blocks(x, n / 32, out, sums, scales);
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 #include <cstring>
 
 #include "backend/q8_0_special_blocks.h"
-#include "backend/q8_0_summary.h"
 #include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/avx512_kernels.h"
 #include "backend_x86/exp_polynomial.h"
@@ -79,14 +78,15 @@ inline __m512i RoundHalfAway(__m512 v) {
 // maximum and two scalar divisions per block in a row (the AVX2 kernel's ~12 ns a block).
 // The reference's arithmetic (format/dtype.cc): d = amax / 127, id = 1 / d (0 when d is 0), quants
 // lround(x * id), d stored as fp16 rounded to nearest even; NaN elements are left out of the
-// maximum as std::fmax leaves them out. Bit-identical to the reference for every finite input.
+// maximum as std::fmax leaves them out. Bit-identical to the reference for every input (the blocks
+// where this arithmetic could not be go to the reference itself, below).
 namespace {
 
-// kSummarize: also each block's quant sum (the rounded values clamped to the stored int8 range,
-// then one transposing reduction for the eight blocks) and its stored scale as f32. Blocks with a
-// NaN, an infinity or an amax under 1e-30 (but not 0) are left to the reference after the vector
-// pass, as in the NEON kernel: there lround's result for a NaN or infinite product is the C
-// library's.
+// kSummarize: also each block's quant sum (the rounded values, within +-127 and so as stored, in
+// one transposing reduction for the eight blocks) and its stored scale as f32. Blocks with a NaN,
+// an infinity or an amax under 1e-30 (but not 0) are redone by the reference after the vector pass,
+// sums and scales included, as in the NEON kernel: there lround's result for a NaN or infinite
+// product is the C library's.
 template <bool kSummarize>
 void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int64_t n) {
   const int64_t blocks = n / 32;
@@ -95,11 +95,10 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
   const auto add_int = [](__m512 a, __m512 b) {
     return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
   };
-  unsigned any_special = 0;
+  bool any_special = false;
   for (int64_t b0 = 0; b0 < blocks; b0 += 8) {
     const int count = blocks - b0 < 8 ? static_cast<int>(blocks - b0) : 8;
     __m512 lo[8], hi[8], amax[8];
-    unsigned special = 0;  // blocks for the reference (below)
     const __m512 inf = _mm512_set1_ps(__builtin_inff());
     for (int j = 0; j < 8; ++j) {
       lo[j] = j < count ? _mm512_loadu_ps(x + (b0 + j) * 32) : zero;
@@ -109,13 +108,12 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
       // A NaN or an infinity makes the sum of magnitudes NaN or infinite (so may two values near
       // FLT_MAX, which the reference then quantizes as well).
       const __m512 magnitudes = _mm512_add_ps(_mm512_abs_ps(lo[j]), _mm512_abs_ps(hi[j]));
-      if (_mm512_cmp_ps_mask(magnitudes, inf, _CMP_LT_OQ) != 0xFFFF) special |= 1u << j;
+      any_special |= _mm512_cmp_ps_mask(magnitudes, inf, _CMP_LT_OQ) != 0xFFFF;
     }
     const __m256 block_max = Reduce8(amax, max);
     // And blocks whose largest magnitude is under 1e-30 but not 0, where 1 / d may overflow.
-    special |= static_cast<unsigned>(_mm256_movemask_ps(_mm256_and_ps(
-        _mm256_cmp_ps(block_max, _mm256_set1_ps(1e-30f), _CMP_LT_OQ),
-        _mm256_cmp_ps(block_max, _mm256_setzero_ps(), _CMP_NEQ_UQ))));
+    any_special |= _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(block_max, _mm256_set1_ps(1e-30f), _CMP_LT_OQ),
+                                                    _mm256_cmp_ps(block_max, _mm256_setzero_ps(), _CMP_NEQ_UQ))) != 0;
     const __m256 d = _mm256_div_ps(block_max, _mm256_set1_ps(127.0f));
     const __m256 nonzero = _mm256_cmp_ps(d, _mm256_setzero_ps(), _CMP_NEQ_UQ);  // 1 / 0 masked to 0
     alignas(32) float inverse[8];
@@ -134,12 +132,7 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
       const __m128i q_hi = _mm512_cvtsepi32_epi8(r_hi);
       std::memcpy(block.qs, &q_lo, 16);
       std::memcpy(block.qs + 16, &q_hi, 16);
-      if constexpr (kSummarize) {
-        const auto stored = [](__m512i r) {
-          return _mm512_max_epi32(_mm512_min_epi32(r, _mm512_set1_epi32(127)), _mm512_set1_epi32(-128));
-        };
-        quant_sums[j] = _mm512_castsi512_ps(_mm512_add_epi32(stored(r_lo), stored(r_hi)));
-      }
+      if constexpr (kSummarize) quant_sums[j] = _mm512_castsi512_ps(_mm512_add_epi32(r_lo, r_hi));
     }
     if constexpr (kSummarize) {
       for (int j = count; j < 8; ++j) quant_sums[j] = zero;
@@ -150,19 +143,12 @@ void Quantize(const float* x, BlockQ8_0* out, int32_t* sums, float* scales, int6
       std::memcpy(sums + b0, block_sums, count * sizeof(int32_t));
       std::memcpy(scales + b0, block_scales, count * sizeof(float));
     }
-    any_special |= special;
   }
   // The special blocks again, by the reference itself: the C library's lround decides what a NaN
   // or infinite product becomes, so every backend is bit-identical to it for every input (the NEON
   // kernel does the same). Outside the loop above, whose constants a call would push out of
   // registers.
-  if (any_special != 0) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      if (!Q8_0BlockNeedsReference(x + b * 32)) continue;
-      QuantizeRowQ8_0(x + b * 32, out + b, 32);
-      if constexpr (kSummarize) SummarizeQ8_0Blocks(out + b, 1, sums + b, scales + b);
-    }
-  }
+  if (any_special) RequantizeSpecialQ8_0Blocks(x, blocks, out, sums, scales);
 }
 
 }  // namespace

@@ -158,8 +158,8 @@ void PrefetchBlock(const uint8_t* data, int64_t blocks, const StripChunk& c, int
   }
 }
 
-// kPacked (Q4_0 only): the strip buffer keeps blocks packed and PackedTile splits the nibbles;
-// otherwise it holds WeightBlocks for StripTile.
+// kPacked (Q4_0 only): the strip buffer keeps blocks packed and StripTile<PackedBlocks> splits the
+// nibbles; otherwise it holds WeightBlocks for StripTile<UnpackedBlocks>.
 template <typename Weights, bool kPacked>
 void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
                  int64_t row_begin, int64_t row_end) {
