@@ -26,6 +26,7 @@
 #include "format/vqf_spec.h"
 #include "format/vqf_writer.h"
 #include "platform/huge_page_buffer.h"
+#include "platform/scratch_arena.h"
 #include "test_support.h"
 
 namespace kestrel {
@@ -1179,6 +1180,43 @@ TEST_CASE("HugePageBuffer: aligned, zeroed, writable, movable", "[vqf][residence
   auto empty = HugePageBuffer::Allocate(0);
   REQUIRE(empty.ok());
   CHECK(empty->data() == nullptr);
+}
+
+TEST_CASE("ScratchArena: arrays aligned, zeroed, apart, on huge pages when large", "[vqf][residence]") {
+  for (size_t big : {size_t{1000}, size_t{3} << 20}) {
+    INFO("big array of " << big << " floats");
+    ScratchArena arena;
+    ScratchArray<float> a, c;
+    ScratchArray<int32_t> b;
+    ScratchArray<BlockQ8_0> q;
+    arena.Add(&a, 3);
+    arena.Add(&b, 17);
+    arena.Add(&q, 5);
+    arena.Add(&c, big);
+    CHECK(a.data() == nullptr);
+    REQUIRE(arena.Allocate(true).ok());
+    CHECK((a.size() == 3 && b.size() == 17 && q.size() == 5 && c.size() == big));
+    const auto start = [](const void* p) { return reinterpret_cast<uintptr_t>(p); };
+    for (uintptr_t p : {start(a.data()), start(b.data()), start(q.data()), start(c.data())}) CHECK(p % 64 == 0);
+    // In the order added, each past the one before.
+    CHECK(start(b.data()) >= start(a.data() + a.size()));
+    CHECK(start(q.data()) >= start(b.data() + b.size()));
+    CHECK(start(c.data()) >= start(q.data() + q.size()));
+    CHECK(start(c.data() + c.size()) <= start(arena.buffer().data()) + arena.buffer().size());
+    CHECK(std::all_of(c.data(), c.data() + c.size(), [](float v) { return v == 0.0f; }));
+    for (size_t i = 0; i < b.size(); ++i) CHECK(b[i] == 0);
+    std::fill(a.data(), a.data() + a.size(), 1.0f);
+    std::fill(c.data(), c.data() + c.size(), 2.0f);
+    std::fill(b.data(), b.data() + b.size(), 7);
+    CHECK(std::all_of(a.data(), a.data() + a.size(), [](float v) { return v == 1.0f; }));
+    CHECK(std::all_of(b.data(), b.data() + b.size(), [](int32_t v) { return v == 7; }));
+    CHECK(q.data()[0].qs[0] == 0);
+    if (big * sizeof(float) >= (size_t{2} << 20) && EnvironmentGivesHugePages()) {
+      CHECK(HugePageBytesIn(arena.buffer().data(), arena.buffer().size()) >= (size_t{2} << 20));
+    }
+  }
+  ScratchArena empty;
+  CHECK(empty.Allocate(true).ok());
 }
 
 TEST_CASE("MappedFile holds the same bytes mapped and copied onto huge pages", "[vqf][residence]") {

@@ -87,6 +87,9 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
   int n_threads = options.n_threads;
   if (n_threads == 0) n_threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, 8);
   std::unique_ptr<Session> s(new Session(model, options, n_threads));
+  if (auto st = s->scratch_.Allocate(TransparentHugePagesEnabled()); !st.ok()) {
+    return absl::ResourceExhaustedError(absl::StrCat("working buffers: ", st.message()));
+  }
   if (auto st = s->AllocateKvCache(); !st.ok()) return st;
   return s;
 }
@@ -100,24 +103,26 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   if (EnvFlag("KESTREL_CHECK_FINITE")) options_.check_finite = true;
   const size_t b = static_cast<size_t>(options.batch_size);
   const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim, kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
-  x_.resize(b * c.dim);
-  xn_.resize(b * c.dim);
-  q_.resize(b * q_dim);
-  k_.resize(b * kv_dim);
-  v_.resize(b * kv_dim);
-  attn_.resize(b * q_dim);
-  proj_.resize(b * c.dim);
-  gate_.resize(b * c.ffn_dim);
-  up_.resize(b * c.ffn_dim);
-  logits_.resize(static_cast<size_t>(c.vocab_size));
-  rope_cos_.resize(b * static_cast<size_t>(c.head_dim / 2));
-  rope_sin_.resize(rope_cos_.size());
-  scores_.resize(static_cast<size_t>(n_threads) * kTokensPerAttentionCall * (c.n_heads / c.n_kv_heads) *
-                 context_length_);
+  const size_t half_head = static_cast<size_t>(c.head_dim / 2);
   const size_t widest = std::max({static_cast<size_t>(c.dim), q_dim, static_cast<size_t>(c.ffn_dim)});
-  qx_.resize(b * (widest / kQuantBlockSize + 1));
-  qx_sums_.resize(qx_.size());
-  qx_scales_.resize(qx_.size());
+  const size_t q8_blocks = b * (widest / kQuantBlockSize + 1);
+  scratch_.Add(&x_, b * c.dim);
+  scratch_.Add(&xn_, b * c.dim);
+  scratch_.Add(&q_, b * q_dim);
+  scratch_.Add(&k_, b * kv_dim);
+  scratch_.Add(&v_, b * kv_dim);
+  scratch_.Add(&attn_, b * q_dim);
+  scratch_.Add(&proj_, b * c.dim);
+  scratch_.Add(&gate_, b * c.ffn_dim);
+  scratch_.Add(&up_, b * c.ffn_dim);
+  scratch_.Add(&logits_, static_cast<size_t>(c.vocab_size));
+  scratch_.Add(&rope_cos_, b * half_head);
+  scratch_.Add(&rope_sin_, b * half_head);
+  scratch_.Add(&scores_, static_cast<size_t>(n_threads) * kTokensPerAttentionCall * (c.n_heads / c.n_kv_heads) *
+                             context_length_);
+  scratch_.Add(&qx_, q8_blocks);
+  scratch_.Add(&qx_sums_, q8_blocks);
+  scratch_.Add(&qx_scales_, q8_blocks);
 }
 
 absl::Status Session::AllocateKvCache() {

@@ -13,6 +13,7 @@
 #include "decoder/row_scheduler.h"
 #include "decoder/thread_pool.h"
 #include "platform/huge_page_buffer.h"
+#include "platform/scratch_arena.h"
 
 namespace kestrel {
 
@@ -139,11 +140,13 @@ class Session {
   SessionTimings timings_;
   bool dump_logits_ = false;
 
-  std::vector<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_, scores_;
-  std::vector<float> rope_cos_, rope_sin_;  // per token of a Forward: its position's RoPE angles
-  std::vector<BlockQ8_0> qx_;
-  std::vector<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
-  std::vector<float> qx_scales_;
+  // Per-batch working arrays, all in scratch_ (allocated by Create).
+  ScratchArena scratch_;
+  ScratchArray<float> x_, xn_, q_, k_, v_, attn_, proj_, gate_, up_, logits_, scores_;
+  ScratchArray<float> rope_cos_, rope_sin_;  // per token of a Forward: its position's RoPE angles
+  ScratchArray<BlockQ8_0> qx_;
+  ScratchArray<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
+  ScratchArray<float> qx_scales_;
   HugePageBuffer k_cache_, v_cache_;
   Activations input_;
 };

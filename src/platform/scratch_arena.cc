@@ -1,0 +1,15 @@
+#include "platform/scratch_arena.h"
+
+namespace kestrel {
+
+absl::Status ScratchArena::Allocate(bool huge_pages) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  auto buffer = HugePageBuffer::Allocate(bytes_ > 0 ? bytes_ : 1, huge_pages && bytes_ >= kHugePage);
+  if (!buffer.ok()) return buffer.status();
+  buffer_ = std::move(*buffer);
+  for (const auto& bind : bind_) bind(buffer_.data());
+  bind_.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace kestrel
