@@ -1,6 +1,6 @@
 // Working arrays laid out together in one allocation, advised for 2 MiB pages where the OS gives
-// them. Why: a 64-token prefill of a Qwen3-1.7B-sized model writes and rereads ~7 MB of per-token
-// activations per layer (product outputs, quantized inputs), and its kernels stride across them a
+// them. Why: a 64-token prefill of a Qwen3-1.7B-sized model writes and rereads ~7 MB of per-batch
+// arrays in every layer (product outputs, quantized inputs), and its kernels stride across them a
 // token row at a time, so on 4 KiB pages nearly every row is its own TLB entry; on huge pages the
 // prefill ran ~2% faster (bench/README.md).
 #pragma once
@@ -47,7 +47,6 @@ class ScratchArena {
   // ResourceExhausted when the memory is refused.
   absl::Status Allocate(bool huge_pages);
 
-  size_t bytes() const { return bytes_; }
   const HugePageBuffer& buffer() const { return buffer_; }
 
  private:
