@@ -30,6 +30,19 @@ struct MatrixFixture {
   std::vector<BlockQ8_0> xq;
   std::vector<int32_t> xq_sums;  // per block, as the session prepares them once per input
   std::vector<float> xq_scales;
+  std::vector<int32_t> xq_q4_0_offsets;  // Q4_0 prompts, where the backend asks for them
+  // The product's input as the session passes it: with Q4_0's offsets table for a prompt where
+  // the backend reads one (KernelTable::q4_0_offset_run).
+  Activations Input(const KernelTable& k, DType dtype, int64_t tokens, int64_t columns) {
+    Activations a{x.data(), xq.empty() ? nullptr : xq.data(), tokens, columns, xq_sums.data(), xq_scales.data()};
+    if (dtype == DType::kQ4_0 && tokens > 1 && k.q4_0_offset_run > 0) {
+      xq_q4_0_offsets.resize(static_cast<size_t>(Q4_0OffsetsCount(tokens, columns / 32, k.q4_0_offset_run)));
+      FillQ4_0Offsets(xq_sums.data(), columns / 32, tokens, k.q4_0_offset_run, 0, tokens, xq_q4_0_offsets.data());
+      a.q4_0_offsets = xq_q4_0_offsets.data();
+      a.q4_0_offset_run = k.q4_0_offset_run;
+    }
+    return a;
+  }
 };
 
 // A buffer of `bytes` on huge pages (where the OS gives them) or on 4 KiB pages; a bench that
@@ -78,10 +91,9 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
 // decline (THP "never", fragmented memory), so the share it really gave is reported ("huge%").
 void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int64_t columns, int64_t rows,
                  int64_t tokens, int forced_path, bool huge_pages) {
-  const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens, huge_pages);
+  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, columns, rows, tokens, huge_pages);
   FasterPath::ForceForTesting(forced_path);
-  const Activations x{f.x.data(), f.xq.empty() ? nullptr : f.xq.data(), tokens, columns, f.xq_sums.data(),
-                      f.xq_scales.data()};
+  const Activations x = f.Input(*b->kernels, dtype, tokens, columns);
   std::vector<float> y(rows * tokens);
   // One untimed pass first: on the CI host the first read of freshly written 4 KiB pages ran at
   // ~0.7 GB/s, and a 300 MB case times a single iteration (bench/README.md, fifth Zen 5 session).
@@ -134,8 +146,8 @@ void BenchDownChunks(benchmark::State& state, const Backend* b, DType dtype, Lay
 // the cached gemm cases it shows what streaming the weights costs a prefill kernel.
 void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype, Layout layout) {
   constexpr int64_t kColumns = 2048, kRows = 6144, kCopies = 8, kChunk = 768, kTokens = 64;
-  const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, kTokens, true);
-  const Activations x{f.x.data(), f.xq.data(), kTokens, kColumns, f.xq_sums.data(), f.xq_scales.data()};
+  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, kTokens, true);
+  const Activations x = f.Input(*b->kernels, dtype, kTokens, kColumns);
   std::vector<float> y(kRows * kCopies * kTokens);
   int64_t copy = 0;
   for (auto _ : state) {

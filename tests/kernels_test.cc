@@ -127,6 +127,18 @@ struct Input {
     x.q8_0_sums = sums.data();
     x.q8_0_scales = scales.data();
   }
+  // x with Q4_0's offsets table in runs of `run` blocks, as the session adds it for a backend that
+  // asks for one (KernelTable::q4_0_offset_run).
+  Activations WithQ4_0Offsets(int64_t run) {
+    const int64_t blocks = x.columns / 32;
+    offsets.assign(static_cast<size_t>(Q4_0OffsetsCount(x.n_tokens, blocks, run)), 0);
+    FillQ4_0Offsets(sums.data(), blocks, x.n_tokens, run, 0, x.n_tokens, offsets.data());
+    Activations with = x;
+    with.q4_0_offsets = offsets.data();
+    with.q4_0_offset_run = run;
+    return with;
+  }
+  std::vector<int32_t> offsets;
   Input(const Input&) = delete;
   Input& operator=(const Input&) = delete;
 };
@@ -262,23 +274,31 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
         for (int64_t tokens : shape.tokens) {
           INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
                        << " tokens " << tokens);
-          const Input input(xf, xq, tokens, columns);
-          const Activations& x = input.x;
+          Input input(xf, xq, tokens, columns);
           std::vector<float> expected, got;
-          RunMatmul(ref, m.view, x, &expected, 1);
-          // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows);
-          // each of the paths a kernel may choose between by speed (FasterPath): three at decode,
-          // two in prefill (avx512_vnni's packed and unpacked Q4_0 strips).
-          for (int path = 0; path < (tokens == 1 ? FasterPath::kMaxPaths : 2); ++path) {
-            FasterPath::ForceForTesting(path);
-            for (int splits : {1, 3}) {
-              RunMatmul(*b, m.view, x, &got, splits);
-              for (size_t i = 0; i < expected.size(); ++i) {
-                if (got[i] == expected[i]) continue;
-                INFO("path " << path << " splits " << splits << " token " << static_cast<int64_t>(i) / rows
-                             << " row " << static_cast<int64_t>(i) % rows);
-                FasterPath::ForceForTesting(-1);
-                REQUIRE(got[i] == expected[i]);
+          RunMatmul(ref, m.view, input.x, &expected, 1);
+          // As the session calls it for a prompt's Q4_0 products, also with the offsets table
+          // where the backend asks for one.
+          const int64_t run = b->kernels->q4_0_offset_run;
+          const bool table = run > 0 && c.dtype == DType::kQ4_0 && tokens > 1;
+          const Activations& plain = input.x;
+          const Activations with_table = table ? input.WithQ4_0Offsets(run) : input.x;
+          for (const Activations* x : {&plain, &with_table}) {
+            if (x == &with_table && !table) continue;
+            // One range (whole 16-row groups and a tile after them) and three (ranges of 12 rows);
+            // each of the paths a kernel may choose between by speed (FasterPath): three at decode,
+            // two in prefill (avx512_vnni's packed and unpacked Q4_0 strips).
+            for (int path = 0; path < (tokens == 1 ? FasterPath::kMaxPaths : 2); ++path) {
+              FasterPath::ForceForTesting(path);
+              for (int splits : {1, 3}) {
+                RunMatmul(*b, m.view, *x, &got, splits);
+                for (size_t i = 0; i < expected.size(); ++i) {
+                  if (got[i] == expected[i]) continue;
+                  INFO("offsets table " << (x == &with_table) << " path " << path << " splits " << splits << " token "
+                                        << static_cast<int64_t>(i) / rows << " row " << static_cast<int64_t>(i) % rows);
+                  FasterPath::ForceForTesting(-1);
+                  REQUIRE(got[i] == expected[i]);
+                }
               }
             }
           }
@@ -642,6 +662,17 @@ TEST_CASE("SummarizeQ8_0Blocks gives each block's quant sum and f32 scale", "[ke
   CHECK(scales[1] == -1.0f);
   CHECK(scales[2] == std::ldexp(1.0f, -24));
   CHECK(scales[3] == 65504.0f);
+}
+
+TEST_CASE("FillQ4_0Offsets lays out -8 x the sums run by run, token ranges apart", "[kernels]") {
+  // 2 tokens x 5 blocks in runs of 2: runs {0,1}, {2,3}, {4, padding}.
+  const int32_t sums[10] = {1, 2, 3, 4, 5, -1, -2, -3, -4, -5};
+  REQUIRE(Q4_0OffsetsCount(2, 5, 2) == 12);
+  std::vector<int32_t> out(12, 99);
+  FillQ4_0Offsets(sums, 5, 2, 2, 1, 2, out.data());  // token 1 only
+  FillQ4_0Offsets(sums, 5, 2, 2, 0, 1, out.data());  // then token 0
+  const std::vector<int32_t> expected = {-8, -16, 8, 16, -24, -32, 24, 32, -40, 0, 40, 0};
+  CHECK(out == expected);
 }
 
 TEST_CASE("NaN and Inf inputs propagate instead of vanishing", "[kernels][conformance]") {

@@ -32,6 +32,12 @@ struct Activations {
   int64_t columns = 0;
   const int32_t* q8_0_sums = nullptr;
   const float* q8_0_scales = nullptr;
+  // Optional (nullptr: a kernel works them out from q8_0_sums itself): -8 * q8_0_sums, Q4_0's
+  // zero-point corrections, in runs of q4_0_offset_run blocks as FillQ4_0Offsets lays them out
+  // (backend/q8_0_summary.h) for these n_tokens tokens. A kernel reads them only where that run
+  // is the one it asked for (KernelTable::q4_0_offset_run).
+  const int32_t* q4_0_offsets = nullptr;
+  int64_t q4_0_offset_run = 0;
 };
 
 struct KernelTable {
@@ -86,6 +92,9 @@ struct KernelTable {
   // SummarizeQ8_0Blocks gives them, in the same pass instead of a second one over the blocks.
   void (*quantize_q8_0_summarized)(const float* x, BlockQ8_0* out, int32_t* sums, float* scales,
                                    int64_t n) = nullptr;
+  // Optional (0: none): the run of blocks in which `matmul` would like Activations::q4_0_offsets
+  // for a prompt's Q4_0 products. Results are the same with or without them.
+  int64_t q4_0_offset_run = 0;
 };
 
 }  // namespace kestrel

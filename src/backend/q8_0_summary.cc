@@ -13,4 +13,18 @@ void SummarizeQ8_0Blocks(const BlockQ8_0* blocks, int64_t count, int32_t* sums, 
   }
 }
 
+int64_t Q4_0OffsetsCount(int64_t n_tokens, int64_t blocks, int64_t run) {
+  return (blocks + run - 1) / run * n_tokens * run;
+}
+
+void FillQ4_0Offsets(const int32_t* sums, int64_t blocks, int64_t n_tokens, int64_t run, int64_t t_begin,
+                     int64_t t_end, int32_t* out) {
+  for (int64_t t = t_begin; t < t_end; ++t) {
+    for (int64_t b0 = 0; b0 < blocks; b0 += run) {
+      int32_t* entry = out + (b0 / run * n_tokens + t) * run;
+      for (int64_t i = 0; i < run; ++i) entry[i] = b0 + i < blocks ? -8 * sums[t * blocks + b0 + i] : 0;
+    }
+  }
+}
+
 }  // namespace kestrel

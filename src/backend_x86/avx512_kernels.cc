@@ -193,6 +193,10 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   constexpr int64_t kStripBytes = kPacked ? 2 * kChunkBlocks * kPackedBlockBytes : 2 * kChunkBlocks * sizeof(WeightBlock);
   alignas(64) uint8_t strip[kStripBytes];
   alignas(64) int32_t neg_offset[kTokenChunk * kChunkBlocks];
+  // Packed Q4_0 strips read the caller's offsets where they come in this kernel's runs: built once
+  // per input, not once per strip and chunk (1.3-2.5% of the products' time, bench/README.md).
+  static_assert(kPackedChunkBlocks == kQ4_0OffsetRun, "the packed chunks are the runs the table asks for");
+  const bool given_offsets = kPacked && x.q4_0_offsets != nullptr && x.q4_0_offset_run == kChunkBlocks;
   for (int64_t c0 = 0; c0 < x.n_tokens; c0 += kTokenChunk) {
     const int64_t c1 = x.n_tokens - c0 < kTokenChunk ? x.n_tokens : c0 + kTokenChunk;
     StripChunk c{row_begin, 0, 0, 0};
@@ -213,9 +217,14 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
           }
         }
       }
-      for (int64_t t = c0; t < c1; ++t) {
-        const int32_t* sums = x.q8_0_sums + t * blocks + c.b0;
-        for (int64_t i = 0; i < c.n; ++i) neg_offset[(t - c0) * kChunkBlocks + i] = -Weights::kZeroPoint * sums[i];
+      const int32_t* offsets = neg_offset;
+      if (given_offsets) {
+        offsets = x.q4_0_offsets + (c.b0 / kChunkBlocks * x.n_tokens + c0) * kChunkBlocks;
+      } else {
+        for (int64_t t = c0; t < c1; ++t) {
+          const int32_t* sums = x.q8_0_sums + t * blocks + c.b0;
+          for (int64_t i = 0; i < c.n; ++i) neg_offset[(t - c0) * kChunkBlocks + i] = -Weights::kZeroPoint * sums[i];
+        }
       }
       // The next chunk is prefetched a share per token tile: a burst of prefetches just before
       // unpacking it would wait on memory with nothing to compute (~10% of a prefill).
@@ -228,7 +237,7 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
         for (; prefetched < share; ++prefetched) PrefetchBlock<Weights>(data, blocks, next, prefetched);
         const int n_tok = static_cast<int>(c1 - t0 < tile ? c1 - t0 : tile);
         (wide ? kWideByTokens : kByTokens)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
-                                                      neg_offset + (t0 - c0) * kChunkBlocks,
+                                                      offsets + (t0 - c0) * kChunkBlocks,
                                                       x.q8_0_scales + t0 * blocks + c.b0, blocks, c.b0 == 0,
                                                       y + t0 * y_stride + c.r0, y_stride, wide ? kRows : c.n_rows);
       }

@@ -9,6 +9,10 @@
 
 namespace kestrel::avx512_vnni {
 
+// The run of blocks in which Matmul reads Activations::q4_0_offsets (its packed Q4_0 prefill
+// chunks), for KernelTable::q4_0_offset_run.
+constexpr int64_t kQ4_0OffsetRun = 32;
+
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
@@ -30,6 +34,8 @@ void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 // with the test-only option KESTREL_SIMDE_BACKENDS), so the AVX-512 algorithms are tested on CPUs
 // without AVX-512.
 namespace kestrel::avx512_vnni_simde {
+
+constexpr int64_t kQ4_0OffsetRun = 32;  // as avx512_vnni's
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).

@@ -25,6 +25,7 @@ const KernelTable& Table() {
     t.softmax = Softmax;
     t.quantize_q8_0 = QuantizeQ8_0;
     t.quantize_q8_0_summarized = QuantizeQ8_0Summarized;
+    t.q4_0_offset_run = kQ4_0OffsetRun;
     t.silu_mul = SiluMul;
     t.rmsnorm = Rmsnorm;
     return t;

@@ -41,6 +41,7 @@ Activations RowsFrom(const Activations& a, int64_t from) {
     rows.q8_0 += from * blocks;
     rows.q8_0_sums += from * blocks;
     rows.q8_0_scales += from * blocks;
+    rows.q4_0_offsets = nullptr;  // laid out for all the rows; the kernel works out its own
   }
   rows.n_tokens = a.n_tokens - from;
   return rows;
@@ -123,6 +124,19 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   scratch_.Add(&qx_, q8_blocks);
   scratch_.Add(&qx_sums_, q8_blocks);
   scratch_.Add(&qx_scales_, q8_blocks);
+  // The Q4_0 offsets table, where the backend reads one and some product has Q4_0 weights.
+  q4_0_offset_run_ = model.backend().kernels->q4_0_offset_run;
+  bool any_q4_0 = false;
+  for (const LayerWeights& w : model.layers()) {
+    for (const MatrixView* m : {&w.q, &w.k, &w.v, &w.attn_output, &w.gate, &w.up, &w.down}) {
+      any_q4_0 = any_q4_0 || m->dtype == DType::kQ4_0;
+    }
+  }
+  if (!any_q4_0) q4_0_offset_run_ = 0;
+  if (q4_0_offset_run_ > 0) {
+    const int64_t widest_blocks = (widest + kQuantBlockSize - 1) / kQuantBlockSize;
+    scratch_.Add(&qx_q4_0_offsets_, static_cast<size_t>(Q4_0OffsetsCount(b, widest_blocks, q4_0_offset_run_)));
+  }
 }
 
 absl::Status Session::AllocateKvCache() {
@@ -211,6 +225,8 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   input_ = Activations{input, nullptr, n, columns};
   if (norm == nullptr && !quantize && step == RowStep::kNone) return;
   const int64_t blocks = columns / kQuantBlockSize;
+  // For a prompt's products only: a decode step's one token gains nothing from a table.
+  const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0;
   auto job = [&](int i, int parts) {
     const auto [begin, end] = SplitRange(n, i, parts, 1);
     for (int64_t t = begin; t < end; ++t) {
@@ -233,12 +249,19 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
       SummarizeQ8_0Blocks(qx_.data() + begin * blocks, (end - begin) * blocks, qx_sums_.data() + begin * blocks,
                           qx_scales_.data() + begin * blocks);
     }
+    if (q4_0_offsets) {
+      FillQ4_0Offsets(qx_sums_.data(), blocks, n, q4_0_offset_run_, begin, end, qx_q4_0_offsets_.data());
+    }
   };
   Spread(int64_t{n} * columns * 4, job);  // prefill's many rows, not one decode row
   if (quantize) {
     input_.q8_0 = qx_.data();
     input_.q8_0_sums = qx_sums_.data();
     input_.q8_0_scales = qx_scales_.data();
+    if (q4_0_offsets) {
+      input_.q4_0_offsets = qx_q4_0_offsets_.data();
+      input_.q4_0_offset_run = q4_0_offset_run_;
+    }
   }
 }
 
