@@ -35,7 +35,7 @@ void Rmsnorm(const float* x, const float* weight, float* out, int64_t n, float e
 // without AVX-512.
 namespace kestrel::avx512_vnni_simde {
 
-constexpr int64_t kQ4_0OffsetRun = 32;  // as avx512_vnni's
+constexpr int64_t kQ4_0OffsetRun = avx512_vnni::kQ4_0OffsetRun;  // the same kernel source
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).
