@@ -6,12 +6,31 @@ Each engine's figure is the mean over its runs of each run's mean tokens/s; "spr
 largest difference between runs (both engines drift with the machine's bandwidth). With several
 rounds, the last column also gives the median (and range) of the per-round ratios: the i-th Kestrel
 run against the i-th llama.cpp run, which ran right after it, so that a slow stretch of the machine
-weighs on both sides of a ratio rather than on one engine's mean.
+weighs on both sides of a ratio rather than on one engine's mean. From three rounds on it also
+gives their geometric mean with a 95% confidence interval (Student's t over the log ratios): a
+target such as "2.5x llama.cpp" is met beyond the noise only when the interval's low end clears it.
 """
 import collections
 import json
+import math
 import statistics
 import sys
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (1-30); past 30 the normal's 1.96 is
+# within 4%.
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+       2.045, 2.042]
+
+
+def ratio_interval(ratios):
+    """Geometric mean of paired ratios and its 95% confidence interval, or None under 3 rounds."""
+    if len(ratios) < 3:
+        return None
+    logs = [math.log(r) for r in ratios]
+    mean = statistics.fmean(logs)
+    half = (T95[len(logs) - 2] if len(logs) - 1 <= len(T95) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
 
 
 def main():
@@ -31,7 +50,7 @@ def main():
                 backends[qtype] = row["backend"] + (f", {weights}" if weights else "")
             runs[(qtype, row["test"], row["threads"], engine)].append(row["tokens_per_second"])
 
-    print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp (of means; per-round median) |")
+    print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp (of means; per-round median; their geometric mean and 95% CI) |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     keys = sorted({k[:3] for k in runs}, key=lambda k: (k[0], k[2], k[1]))
     for qtype, test, threads in keys:
@@ -50,6 +69,9 @@ def main():
         if len(pairs) > 1:
             ratios = [k / l for k, l in pairs]
             ratio += f"; per round {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
+            interval = ratio_interval(ratios)
+            if interval is not None:
+                ratio += f"; geometric mean {interval[0]:.2f}x, 95% CI {interval[1]:.2f}-{interval[2]:.2f}"
         label = f"{qtype} ({backends.get(qtype, '?')})"
         print(f"| {label} | {test} | {threads} | {cells[0]} | {cells[1]} | {ratio} |")
 

@@ -97,6 +97,12 @@ if(TARGET kestrel-bench)
   set_tests_properties(kestrel_bench_error_context PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
 endif()
 
+# bench/compare_table.py (the llama.cpp comparison's table): its ratios and confidence interval on
+# made-up results whose figures are worked out by hand.
+add_test(NAME bench_compare_table
+         COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_compare_table.py
+                 ${PROJECT_SOURCE_DIR}/bench/compare_table.py)
+
 # kestrel-alternate: both files timed every round, a ratio per round, and clear errors.
 if(TARGET kestrel-alternate)
   foreach(test_arg "-n;4" "-p;8")
