@@ -201,6 +201,23 @@ TEST_CASE("thread pool runs every index once per job, many times", "[threads]") 
   }
 }
 
+TEST_CASE("thread pool: idle workers stop spinning and go to sleep, and wake for the next job", "[threads]") {
+  for (int n : {2, 3}) {
+    ThreadPool pool(n);
+    for (int round = 0; round < 3; ++round) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.Run([&](int i, int) { hits[static_cast<size_t>(i)]++; });
+      for (auto& h : hits) REQUIRE(h.load() == 1);
+      // The idle spin is 200 us; allow a loaded machine 2 s to put every worker to sleep.
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      while (pool.sleeping_workers() < n - 1 && std::chrono::steady_clock::now() < give_up) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      REQUIRE(pool.sleeping_workers() == n - 1);
+    }
+  }
+}
+
 TEST_CASE("SplitRange covers [0, n) with aligned, disjoint parts", "[threads]") {
   for (int64_t n : {0, 1, 7, 8, 100, 1001}) {
     for (int parts : {1, 2, 3, 7}) {

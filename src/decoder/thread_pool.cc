@@ -2,6 +2,8 @@
 // variable. The job pointer is published before the generation is bumped (release/acquire).
 #include "decoder/thread_pool.h"
 
+#include <chrono>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define KESTREL_CPU_RELAX() _mm_pause()
@@ -13,10 +15,29 @@
 
 namespace kestrel {
 namespace {
-// A pause takes 10 to 140 cycles depending on the core, so this is tens of microseconds: long
-// enough to bridge the gap between the jobs of one token, short enough not to starve other work.
-constexpr int kSpinIterations = 2000;
+// How long an idle worker spins before it sleeps. By the clock, not by a count of pauses: a pause
+// takes 10 to 140 cycles depending on the core (26 ns on the Zen 5 CI machine, where the old 2000
+// pauses were 51 us, shorter than the gap a decode step leaves between tokens, so the first product
+// of every token waited ~150 us for a sleeping worker to wake: 6 us a call on average for the
+// Q/K/V product against ~1 us for the others). 200 us covers the gaps of a token and costs an idle
+// core at most that much spinning after the last job. Two-thread Q4_0 decode and prefill ~1%
+// faster (bench/README.md).
+constexpr auto kIdleSpin = std::chrono::microseconds(200);
+// How long the caller spins for a straggler before yielding its core to it.
+constexpr auto kStragglerSpin = std::chrono::microseconds(50);
+
+// Spins with the CPU's pause hint until done() or `budget` has passed; returns done(). Reads the
+// clock once every 64 pauses (a vDSO call, ~20 ns).
+template <typename Done>
+bool SpinFor(std::chrono::microseconds budget, Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (int spin = 1;; ++spin) {
+    if (done()) return true;
+    KESTREL_CPU_RELAX();
+    if (spin % 64 == 0 && std::chrono::steady_clock::now() >= deadline) return done();
+  }
 }
+}  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -49,24 +70,17 @@ void ThreadPool::RunRaw(void (*fn)(void*, int, int), void* ctx) {
   fn(ctx, 0, n_threads_);
   // Spin for a straggler briefly, then yield: on a busy machine a worker may be descheduled, and
   // spinning would keep it off the core it needs.
-  for (int spin = 0; pending_.load(std::memory_order_acquire) != 0; ++spin) {
-    if (spin < kSpinIterations) {
-      KESTREL_CPU_RELAX();
-    } else {
-      std::this_thread::yield();
-    }
+  const auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (!SpinFor(kStragglerSpin, finished)) {
+    while (!finished()) std::this_thread::yield();
   }
 }
 
 void ThreadPool::WorkerLoop(int index) {
   uint64_t seen = 0;
   for (;;) {
-    uint64_t now = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; now == seen && spin < kSpinIterations; ++spin) {
-      KESTREL_CPU_RELAX();
-      now = generation_.load(std::memory_order_acquire);
-    }
-    if (now == seen) {
+    uint64_t now = seen;
+    if (!SpinFor(kIdleSpin, [&] { return (now = generation_.load(std::memory_order_acquire)) != seen; })) {
       std::unique_lock<std::mutex> lock(mutex_);
       sleepers_.fetch_add(1, std::memory_order_acq_rel);
       wake_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });

@@ -1,7 +1,8 @@
 // A pool of persistent workers for data-parallel loops. The calling thread takes part, so a pool
-// of N threads starts N-1 workers. Dispatch allocates nothing. Workers spin briefly on an atomic
-// generation counter before sleeping, because a decoded token dispatches hundreds of short jobs
-// and waking a sleeping thread costs tens of microseconds each time.
+// of N threads starts N-1 workers. Dispatch allocates nothing. Idle workers spin on an atomic
+// generation counter for a fixed time (thread_pool.cc) before sleeping, because a decoded token
+// dispatches hundreds of short jobs and waking a sleeping thread costs tens to hundreds of
+// microseconds each time.
 #pragma once
 
 #include <atomic>
@@ -32,6 +33,8 @@ class ThreadPool {
            const_cast<void*>(static_cast<const void*>(&fn)));
   }
   void RunRaw(void (*fn)(void*, int, int), void* ctx);
+  // Workers asleep now (idle past their spin), for tests and diagnostics.
+  int sleeping_workers() const { return sleepers_.load(std::memory_order_acquire); }
 
  private:
   void WorkerLoop(int index);
