@@ -101,7 +101,8 @@ def check_markdown(text, kv):
 
 ROLES = ["qkv", "attn_output", "gate_up", "down", "lm_head", "attention", "other"]
 ROLE_LINE = re.compile(r"^roles (.+), (\d+) threads, ms per run: (.*) \(sum ([0-9.]+)\)"
-                       r"(?:; threads idle for ([0-9.]+)% of the products' thread time)?$")
+                       r"(?:; threads idle for ([0-9.]+)% of the products' thread time"
+                       r" \(([0-9.]+)% waiting to start\))?$")
 
 
 def check_roles(text, stderr):
@@ -124,8 +125,8 @@ def check_roles(text, stderr):
             raise AssertionError(f"roles line malformed: {line}")
         total = float(m.group(4))
         # The idle share is printed only where some product ran on more than one thread.
-        if m.group(5) is not None and (int(m.group(2)) < 2 or not 0 <= float(m.group(5)) <= 100):
-            raise AssertionError(f"idle share on a line for one thread, or outside 0-100%: {line}")
+        if m.group(5) is not None and (int(m.group(2)) < 2 or not 0 <= float(m.group(6)) <= float(m.group(5)) <= 100):
+            raise AssertionError(f"idle share on a line for one thread, outside 0-100%, or less than its start wait: {line}")
         if abs(sum(values) - total) > 0.01 * len(values) + 1e-6:
             raise AssertionError(f"roles do not add up to their sum: {line}")
         seen[(m.group(1), int(m.group(2)))] = total
@@ -160,9 +161,12 @@ def check_roles_json(text):
         if any(not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0 for v in roles.values()):
             raise AssertionError(f"a role's time is not a finite non-negative number in {e}")
         check_roles_sum(sum(roles.values()), e["test"], e["tokens_per_second"], e["stddev"], e)
-        idle = e.get("product_idle_share")
-        if idle is not None and (e["threads"] < 2 or not isinstance(idle, (int, float)) or not 0 <= idle <= 1):
-            raise AssertionError(f"product_idle_share {idle!r} in {e}")
+        idle, start_wait = e.get("product_idle_share"), e.get("product_start_wait_share")
+        if (idle is None) != (start_wait is None):
+            raise AssertionError(f"product_idle_share and product_start_wait_share not both present in {e}")
+        if idle is not None and (e["threads"] < 2 or not all(isinstance(v, (int, float)) for v in (idle, start_wait))
+                                 or not 0 <= start_wait <= idle <= 1):
+            raise AssertionError(f"product_idle_share {idle!r} / product_start_wait_share {start_wait!r} in {e}")
     print(f"ok   roles json: {len(entries)} results")
 
 

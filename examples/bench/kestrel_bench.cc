@@ -39,8 +39,9 @@ const char kUsage[] =
     "    that of the page cache's (mapped)\n"
     "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n"
     "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role)\n"
-    "    and, on several threads, the share of the products' thread time spent waiting for the last\n"
-    "    thread; with -o json each result also has \"ms_per_run_by_role\" and \"product_idle_share\"\n";
+    "    and, on several threads, the share of the products' thread time spent waiting, to start or for\n"
+    "    the last thread; with -o json each result also has \"ms_per_run_by_role\", \"product_idle_share\" and\n"
+    "    \"product_start_wait_share\" (the part of the idle share spent waiting to start)\n";
 
 struct Result {
   std::string test;
@@ -53,9 +54,14 @@ struct Result {
 
   // Milliseconds per run that role `role` took (--roles).
   double RoleMilliseconds(size_t role) const { return 1e3 * timings.role_seconds[role] / runs; }
-  // Of the products' thread time, the share spent waiting for the last thread (0 on one thread).
+  // Of the products' thread time, the share idle: waiting to start (a worker's wake-up) or for the
+  // last thread to finish (0 on one thread); and the part of it spent waiting to start.
   double ProductIdleShare() const {
     return timings.product_thread_seconds > 0 ? timings.product_idle_thread_seconds / timings.product_thread_seconds : 0;
+  }
+  double ProductStartWaitShare() const {
+    return timings.product_thread_seconds > 0 ? timings.product_start_wait_thread_seconds / timings.product_thread_seconds
+                                              : 0;
   }
 };
 
@@ -279,6 +285,7 @@ int main(int argc, char** argv) {
     auto add_timings = [&s](SessionTimings* sum) {
       for (size_t r = 0; r < sum->role_seconds.size(); ++r) sum->role_seconds[r] += s.timings().role_seconds[r];
       sum->product_idle_thread_seconds += s.timings().product_idle_thread_seconds;
+      sum->product_start_wait_thread_seconds += s.timings().product_start_wait_thread_seconds;
       sum->product_thread_seconds += s.timings().product_thread_seconds;
     };
     // One untimed warm-up run pages the weights in.
@@ -348,7 +355,8 @@ int main(int argc, char** argv) {
       }
       std::fprintf(stderr, " (sum %.2f)", total);
       if (r.timings.product_thread_seconds > 0) {
-        std::fprintf(stderr, "; threads idle for %.1f%% of the products' thread time", 100 * r.ProductIdleShare());
+        std::fprintf(stderr, "; threads idle for %.1f%% of the products' thread time (%.1f%% waiting to start)",
+                     100 * r.ProductIdleShare(), 100 * r.ProductStartWaitShare());
       }
       std::fprintf(stderr, "\n");
     }
@@ -385,7 +393,10 @@ int main(int argc, char** argv) {
                       r.RoleMilliseconds(j));
         }
         std::printf("}");
-        if (r.timings.product_thread_seconds > 0) std::printf(", \"product_idle_share\": %.4f", r.ProductIdleShare());
+        if (r.timings.product_thread_seconds > 0) {
+          std::printf(", \"product_idle_share\": %.4f, \"product_start_wait_share\": %.4f", r.ProductIdleShare(),
+                      r.ProductStartWaitShare());
+        }
       }
       std::printf("}%s\n", i + 1 < results.size() ? "," : "");
     }

@@ -96,7 +96,7 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
 }
 
 Session::Session(const Model& model, const SessionOptions& options, int n_threads)
-    : model_(model), options_(options), pool_(n_threads), rows_(n_threads), part_finish_(n_threads) {
+    : model_(model), options_(options), pool_(n_threads), rows_(n_threads), part_start_(n_threads), part_finish_(n_threads) {
   const ModelConfig& c = model.config();
   context_length_ = options.context_length > 0 ? options.context_length
                                                : std::min(c.context_length, kDefaultContextLength);
@@ -287,6 +287,7 @@ void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRo
   const int parts = Parts(work);
   rows_.Plan(rows, align, count, parts, kChunksPerThread);
   auto job = [&](int part, int /*parts*/) {
+    part_start_[static_cast<size_t>(part)] = Since(start);
     RowScheduler::Chunk c{};
     while (rows_.Next(part, &c)) {
       const MatrixView& w = *outputs[c.matrix].w;
@@ -297,7 +298,11 @@ void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRo
   Spread(work, job);
   if (parts > 1) {
     const double last = *std::max_element(part_finish_.begin(), part_finish_.begin() + parts);
-    for (int p = 0; p < parts; ++p) timings_.product_idle_thread_seconds += last - part_finish_[static_cast<size_t>(p)];
+    for (int p = 0; p < parts; ++p) {
+      const double waited_to_start = part_start_[static_cast<size_t>(p)];
+      timings_.product_start_wait_thread_seconds += waited_to_start;
+      timings_.product_idle_thread_seconds += waited_to_start + last - part_finish_[static_cast<size_t>(p)];
+    }
     timings_.product_thread_seconds += parts * last;
   }
   timings_.role_seconds[static_cast<size_t>(role)] += Since(start);

@@ -25,10 +25,11 @@ struct SessionTimings {
   double prefill_seconds = 0, decode_seconds = 0;
   int64_t prefill_tokens = 0, decode_tokens = 0;
   std::array<double, static_cast<size_t>(TimingRole::kCount)> role_seconds{};
-  // Products run on more than one thread: thread-seconds spent waiting for the last thread to
-  // finish its chunks, and thread-seconds in all (threads x wall time), so their ratio is the share
-  // of the threads' time that the split left idle.
-  double product_idle_thread_seconds = 0, product_thread_seconds = 0;
+  // Products run on more than one thread: thread-seconds idle (each thread's wait from the product's
+  // start until it took its first chunk, plus its wait at the end for the last thread to finish),
+  // the part of that spent waiting to start (a pool worker's wake-up), and thread-seconds in all
+  // (threads x wall time), so idle / all is the share of the threads' time the split left idle.
+  double product_idle_thread_seconds = 0, product_start_wait_thread_seconds = 0, product_thread_seconds = 0;
 };
 
 // Statistics of a hidden state for the layer-dump diagnostic.
@@ -134,7 +135,8 @@ class Session {
   // set-up in the kernels stays negligible.
   static constexpr int kChunksPerThread = 8;
   RowScheduler rows_;
-  std::vector<double> part_finish_;  // per thread: seconds from a product's start to its last chunk's end
+  // Per thread: seconds from a product's start to its job's start, and to its last chunk's end.
+  std::vector<double> part_start_, part_finish_;
   int32_t context_length_;
   int32_t position_ = 0;
   SessionTimings timings_;
