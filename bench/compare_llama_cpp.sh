@@ -6,8 +6,9 @@
 # Makes Qwen3-1.7B-shaped GGUF files (random Q4_0 / Q8_0 weights, or F16 / BF16 ones,
 # bench/make_synthetic_gguf.py),
 # converts each with kestrel-convert (the default keeps the source's dtype; auto layout tiles it),
-# then alternates kestrel-bench and llama.cpp (bench/llama_cpp_bench.mjs, through the node-llama-cpp
-# npm package's prebuilt libraries; installed into WORK_DIR on first use: npm and ~400 MB). Prints a
+# then alternates kestrel-bench and llama.cpp, each round led by the other engine
+# (bench/llama_cpp_bench.mjs, through the node-llama-cpp npm package's prebuilt libraries; installed
+# into WORK_DIR on first use: npm and ~400 MB). Prints a
 # markdown table of both engines' tokens/s and their ratio. Environment: TYPES (default
 # "q4_0 q8_0"; also f16, bf16), SHAPE (qwen3-1.7b, or qwen3-0.6b: a float 1.7B is 3.4 GB per
 # file), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
@@ -63,16 +64,22 @@ for type in $types; do
   [ -f "$gguf" ] || python3 bench/make_synthetic_gguf.py --shape "$shape" --type "$type" -o "$gguf" >&2
   [ -f "$vqf" ] || "$build/examples/kestrel-convert" "$gguf" -o "$vqf" >&2
   python3 bench/settle_page_cache.py "$gguf" "$vqf"
+  gguf_path=$(realpath "$gguf")
   for round in $(seq "$rounds"); do
-    out="$work/results/$type-kestrel-$round.json"
-    echo "# $type round $round: kestrel" >&2
-    "$build/examples/kestrel-bench" -m "$vqf" -p 64 -n 32 -t "$threads" -r "$reps" -o json ${kestrel_args[@]+"${kestrel_args[@]}"} > "$out"
-    results+=("$type=$out")
-    out="$work/results/$type-llama.cpp-$round.json"
-    echo "# $type round $round: llama.cpp" >&2
-    gguf_path=$(realpath "$gguf")
-    (cd "$work/npm" && node llama_cpp_bench.mjs --model "$gguf_path" --p 64 --n 32 --t "$threads" --r "$reps") > "$out"
-    results+=("$type=$out")
+    # The engines take turns going first, so that a machine slowing or quickening within a round
+    # does not favour one side of every pair.
+    engines="kestrel llama.cpp"
+    [ $((round % 2)) -eq 0 ] && engines="llama.cpp kestrel"
+    for engine in $engines; do
+      out="$work/results/$type-$engine-$round.json"
+      echo "# $type round $round: $engine" >&2
+      if [ "$engine" = kestrel ]; then
+        "$build/examples/kestrel-bench" -m "$vqf" -p 64 -n 32 -t "$threads" -r "$reps" -o json ${kestrel_args[@]+"${kestrel_args[@]}"} > "$out"
+      else
+        (cd "$work/npm" && node llama_cpp_bench.mjs --model "$gguf_path" --p 64 --n 32 --t "$threads" --r "$reps") > "$out"
+      fi
+      results+=("$type=$out")
+    done
   done
 done
 python3 bench/compare_table.py "${results[@]}"
