@@ -7,9 +7,9 @@ largest difference between runs (both engines drift with the machine's bandwidth
 rounds, the last column also gives the median (and range) of the per-round ratios: the i-th Kestrel
 run against the i-th llama.cpp run, which ran right beside it (bench/compare_llama_cpp.sh lets the
 engines take turns going first), so that a slow stretch of the machine weighs on both sides of a
-ratio rather than on one engine's mean. From three rounds on it also
-gives their geometric mean with a 95% confidence interval (Student's t over the log ratios): a
-target such as "2.5x llama.cpp" is met beyond the noise only when the interval's low end clears it.
+ratio rather than on one engine's mean. From three rounds on it also gives their geometric mean
+with a 95% confidence interval (Student's t over the log ratios): a target such as "2.5x
+llama.cpp" is met beyond the noise only when the interval's low end clears it.
 """
 import collections
 import json

@@ -9,7 +9,9 @@
       asked for and must be the one reported; with --kv, that KV cache type (else f16, the default).
       A third run, with --roles and --weights small-pages, must print one time-by-role line per
       result whose parts add up to its sum and whose sum fits in the run's wall time, and name the
-      weights' residence in the table.
+      weights' residence in the table. With --split-products (a model whose products are large
+      enough for the pool, e.g. the tiny synthetic Qwen3's LM head), every two-thread result must
+      also give the products' idle share and its start-wait part, and no one-thread result may.
 
 A missing model (converted from ../shared) fails, unless KESTREL_ALLOW_MISSING_SHARED=1, when the
 check exits with 77, which ctest reports as skipped.
@@ -105,7 +107,13 @@ ROLE_LINE = re.compile(r"^roles (.+), (\d+) threads, ms per run: (.*) \(sum ([0-
                        r" \(([0-9.]+)% waiting to start\))?$")
 
 
-def check_roles(text, stderr):
+def check_idle_present(threads, present, what, split_products):
+    """With --split-products the idle share is required on two threads and absent on one."""
+    if split_products and present != (threads >= 2):
+        raise AssertionError(f"idle share {'present' if present else 'missing'} on {threads} thread(s): {what}")
+
+
+def check_roles(text, stderr, split_products=False):
     """--roles: a line per result, parts adding up to the sum, the sum within the run's wall time."""
     rates = {}
     for line in text.strip().splitlines()[2:]:
@@ -127,6 +135,7 @@ def check_roles(text, stderr):
         # The idle share is printed only where some product ran on more than one thread.
         if m.group(5) is not None and (int(m.group(2)) < 2 or not 0 <= float(m.group(6)) <= float(m.group(5)) <= 100):
             raise AssertionError(f"idle share on a line for one thread, outside 0-100%, or less than its start wait: {line}")
+        check_idle_present(int(m.group(2)), m.group(5) is not None, line, split_products)
         if abs(sum(values) - total) > 0.01 * len(values) + 1e-6:
             raise AssertionError(f"roles do not add up to their sum: {line}")
         seen[(m.group(1), int(m.group(2)))] = total
@@ -151,7 +160,7 @@ def check_roles_sum(total, test, mean_rate, stddev, what):
                              f"{fastest_wall_ms:.3f}-{slowest_wall_ms:.3f} ms per run")
 
 
-def check_roles_json(text):
+def check_roles_json(text, split_products=False):
     """--roles -o json: every result has each role's milliseconds per run, within its wall time."""
     entries = json.loads(text)
     for e in entries:
@@ -167,6 +176,7 @@ def check_roles_json(text):
         if idle is not None and (e["threads"] < 2 or not all(isinstance(v, (int, float)) for v in (idle, start_wait))
                                  or not 0 <= start_wait <= idle <= 1):
             raise AssertionError(f"product_idle_share {idle!r} / product_start_wait_share {start_wait!r} in {e}")
+        check_idle_present(e["threads"], idle is not None, e, split_products)
     print(f"ok   roles json: {len(entries)} results")
 
 
@@ -176,6 +186,7 @@ def main():
     parser.add_argument("--backend")
     parser.add_argument("--depth", type=int, default=0)
     parser.add_argument("--kv", choices=["f32", "f16"])
+    parser.add_argument("--split-products", action="store_true")
     argv = sys.argv[1:]
     if "--" not in argv or argv.index("--") == len(argv) - 1:
         parser.error("no command given after --")
@@ -195,8 +206,9 @@ def main():
         check_json(bench(cmd, args.model, args.backend, args.depth, args.kv, "json"), args.backend, kv)
         check_markdown(bench(cmd, args.model, args.backend, args.depth, args.kv, "md"), kv)
         check_roles(*bench(cmd, args.model, args.backend, args.depth, args.kv, "md",
-                           ["--roles", "--weights", "small-pages"], want_stderr=True))
-        check_roles_json(bench(cmd, args.model, args.backend, args.depth, args.kv, "json", ["--roles"]))
+                           ["--roles", "--weights", "small-pages"], want_stderr=True), args.split_products)
+        check_roles_json(bench(cmd, args.model, args.backend, args.depth, args.kv, "json", ["--roles"]),
+                         args.split_products)
     except (AssertionError, ValueError, KeyError) as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1

@@ -136,13 +136,25 @@ if(TARGET kestrel-inspect)
     set(runner_arg --runner ${KESTREL_RUNNER})
   endif()
   foreach(type q4_0 q8_0 bf16)
+    # Each also leaves synthetic-tiny-${type}.vqf in the test-models folder for the tests below.
     add_test(NAME bench_synthetic_gguf_${type}
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_synthetic_gguf.py
                      --tokenizer ${KESTREL_SHARED_DIR}/tokenizers/qwen3/tokenizer.json
                      --workdir ${KESTREL_TEST_MODELS} --type ${type} ${runner_arg} --
                      $<TARGET_FILE:kestrel-convert> $<TARGET_FILE:kestrel-inspect> $<TARGET_FILE:kestrel-run>)
-    set_tests_properties(bench_synthetic_gguf_${type} PROPERTIES SKIP_RETURN_CODE 77)
+    set_tests_properties(bench_synthetic_gguf_${type} PROPERTIES SKIP_RETURN_CODE 77
+                         FIXTURES_SETUP kestrel_synthetic_tiny_${type})
   endforeach()
+  # kestrel-bench --roles where products do run on two threads (the tiny model's 151936-row LM
+  # head): the idle share and its start-wait part on every two-thread result, none on one thread.
+  if(TARGET kestrel-bench)
+    add_test(NAME kestrel_bench_output_split_products
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_bench.py
+                     --model ${KESTREL_TEST_MODELS}/synthetic-tiny-q4_0.vqf --split-products --
+                     ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-bench>)
+    set_tests_properties(kestrel_bench_output_split_products PROPERTIES
+                         FIXTURES_REQUIRED kestrel_synthetic_tiny_q4_0 SKIP_RETURN_CODE 77)
+  endif()
 endif()
 
 # The C example.
