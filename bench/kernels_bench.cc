@@ -34,12 +34,9 @@ struct MatrixFixture {
   // The product's input as the session passes it: with Q4_0's offsets table for a prompt where
   // the backend reads one (KernelTable::q4_0_offset_run).
   Activations Input(const KernelTable& k, DType dtype, int64_t tokens, int64_t columns) {
-    Activations a{x.data(), xq.empty() ? nullptr : xq.data(), tokens, columns, xq_sums.data(), xq_scales.data()};
+    const Activations a{x.data(), xq.empty() ? nullptr : xq.data(), tokens, columns, xq_sums.data(), xq_scales.data()};
     if (dtype == DType::kQ4_0 && tokens > 1 && k.q4_0_offset_run > 0) {
-      xq_q4_0_offsets.resize(static_cast<size_t>(Q4_0OffsetsCount(tokens, columns / 32, k.q4_0_offset_run)));
-      FillQ4_0Offsets(xq_sums.data(), columns / 32, tokens, k.q4_0_offset_run, 0, tokens, xq_q4_0_offsets.data());
-      a.q4_0_offsets = xq_q4_0_offsets.data();
-      a.q4_0_offset_run = k.q4_0_offset_run;
+      return WithQ4_0Offsets(a, k.q4_0_offset_run, &xq_q4_0_offsets);
     }
     return a;
   }

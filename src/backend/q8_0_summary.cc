@@ -27,4 +27,14 @@ void FillQ4_0Offsets(const int32_t* sums, int64_t blocks, int64_t n_tokens, int6
   }
 }
 
+Activations WithQ4_0Offsets(const Activations& x, int64_t run, std::vector<int32_t>* table) {
+  const int64_t blocks = x.columns / 32;
+  table->assign(static_cast<size_t>(Q4_0OffsetsCount(x.n_tokens, blocks, run)), 0);
+  FillQ4_0Offsets(x.q8_0_sums, blocks, x.n_tokens, run, 0, x.n_tokens, table->data());
+  Activations with = x;
+  with.q4_0_offsets = table->data();
+  with.q4_0_offset_run = run;
+  return with;
+}
+
 }  // namespace kestrel

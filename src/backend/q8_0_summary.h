@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
+#include "backend/kernels.h"
 #include "format/dtype.h"
 
 namespace kestrel {
@@ -25,5 +27,8 @@ int64_t Q4_0OffsetsCount(int64_t n_tokens, int64_t blocks, int64_t run);
 // padding gets zeros), so threads can fill disjoint token ranges of one table.
 void FillQ4_0Offsets(const int32_t* sums, int64_t blocks, int64_t n_tokens, int64_t run, int64_t t_begin,
                      int64_t t_end, int32_t* out);
+// x with the table for all its tokens, built into *table from x.q8_0_sums: for a caller holding a
+// single input (tests, benchmarks); the session fills its table on every thread with the above.
+Activations WithQ4_0Offsets(const Activations& x, int64_t run, std::vector<int32_t>* table);
 
 }  // namespace kestrel
