@@ -175,6 +175,22 @@ void BenchSummarize(benchmark::State& state, int64_t n) {
   state.counters["GB/s"] = benchmark::Counter(state.iterations() * q.size() * 34.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
+// Portable code too: the session's Q4_0 offsets table for a prompt (the down projection's input:
+// tokens x 192 blocks), in avx512_vnni's runs of 32 blocks.
+void BenchFillQ4_0Offsets(benchmark::State& state, int64_t tokens, int64_t blocks) {
+  constexpr int64_t kRun = 32;
+  std::vector<int32_t> sums(static_cast<size_t>(tokens * blocks));
+  for (size_t i = 0; i < sums.size(); ++i) sums[i] = static_cast<int32_t>(i % 255) - 127;
+  std::vector<int32_t> table(static_cast<size_t>(Q4_0OffsetsCount(tokens, blocks, kRun)));
+  for (auto _ : state) {
+    FillQ4_0Offsets(sums.data(), blocks, tokens, kRun, 0, tokens, table.data());
+    benchmark::DoNotOptimize(table.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) * table.size() * 4.0 / 1e9, benchmark::Counter::kIsRate);
+}
+
 void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n, 0.5f);
   std::vector<BlockQ8_0> q(n / 32);
@@ -344,6 +360,8 @@ void RegisterAll() {
   }
   // One 64-token prefill input of the Qwen3-1.7B shape's FFN down projection (6144 columns).
   benchmark::RegisterBenchmark("summarize_q8_0/64x6144", BenchSummarize, int64_t{64} * 6144)
+      ->Unit(benchmark::kMicrosecond);
+  benchmark::RegisterBenchmark("fill_q4_0_offsets/64x192", BenchFillQ4_0Offsets, int64_t{64}, int64_t{192})
       ->Unit(benchmark::kMicrosecond);
   struct Case {
     DType dtype;
