@@ -19,6 +19,9 @@
 #include "format/dtype.h"
 #include "format/layout.h"
 #include "platform/huge_page_buffer.h"
+#ifdef KESTREL_BENCH_AVX512_STRIP_TILE
+#include "avx512_strip_tile_bench.h"
+#endif
 
 namespace kestrel {
 namespace {
@@ -190,6 +193,24 @@ void BenchFillQ4_0Offsets(benchmark::State& state, int64_t tokens, int64_t block
   state.counters["GB/s"] =
       benchmark::Counter(static_cast<double>(state.iterations()) * table.size() * 4.0 / 1e9, benchmark::Counter::kIsRate);
 }
+
+#ifdef KESTREL_BENCH_AVX512_STRIP_TILE
+// The avx512_vnni Q4_0 prefill tile alone over one packed strip chunk and a 64-token prompt, the
+// strip in L1 and the chunk's 70 KB of activations in L1 and L2 as in the product: the speed of the
+// tile's instruction mix. Beside gemm_q4_0_q4_0x4 (the whole product: packing, prefetching, weights
+// from L3 or memory) it shows what the product loses around the tile (bench/README.md,
+// twenty-first session).
+void BenchPackedStripChunk(benchmark::State& state) {
+  avx512_strip_tile_bench::RunPackedStripChunk();  // warm the buffers
+  for (auto _ : state) {
+    avx512_strip_tile_bench::RunPackedStripChunk();
+    benchmark::ClobberMemory();
+  }
+  state.counters["GOPS"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(avx512_strip_tile_bench::PackedStripChunkOps()) / 1e9,
+      benchmark::Counter::kIsRate);
+}
+#endif
 
 void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n, 0.5f);
@@ -394,6 +415,12 @@ void RegisterAll() {
         benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x6144x64/from_memory").c_str(),
                                      BenchGemmFromMemory, b, c.dtype, c.layout)
             ->Unit(benchmark::kMillisecond);
+#ifdef KESTREL_BENCH_AVX512_STRIP_TILE
+        if (std::string(b->name) == "avx512_vnni" && c.dtype == DType::kQ4_0 && c.layout == Layout::kQ4_0x4) {
+          benchmark::RegisterBenchmark((prefix + "strip_tile_q4_0_packed/32x64x32/cached").c_str(), BenchPackedStripChunk)
+              ->Unit(benchmark::kMicrosecond);
+        }
+#endif
         // Each of the prefill paths a kernel chooses between by speed (avx512_vnni Q4_0: packed and
         // unpacked strips; the same kernel twice where there is no choice), forced.
         for (int path = 0; path < 2; ++path) {

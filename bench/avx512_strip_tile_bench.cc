@@ -1,0 +1,65 @@
+// The avx512_vnni kernels compiled a second time, in a namespace of their own (as the SIMDe test
+// backend does), so the kernels bench can time their prefill tile (StripTile, in the kernel file's
+// anonymous namespace) without the library exporting it. Built with the library's AVX-512 flags;
+// the kernels bench calls it only where the CPU runs the avx512_vnni backend.
+#include "backend_x86/avx512_kernels.h"
+
+namespace kestrel::avx512_strip_tile_bench {
+constexpr int64_t kQ4_0OffsetRun = avx512_vnni::kQ4_0OffsetRun;  // the same kernel source
+}  // namespace kestrel::avx512_strip_tile_bench
+
+#define KESTREL_AVX512_NAMESPACE avx512_strip_tile_bench
+#include "backend_x86/avx512_kernels.cc"
+
+#include "avx512_strip_tile_bench.h"
+
+namespace kestrel::avx512_strip_tile_bench {
+namespace {
+
+constexpr int64_t kChunk = kPackedChunkBlocks;  // blocks per strip chunk, as PrefillRows packs them
+constexpr int64_t kTokens = 64;
+constexpr int64_t kBlocksPerRow = 64;  // a 2048-column product: the activations' row stride
+
+struct ChunkInputs {
+  alignas(64) uint8_t strip[2 * kChunk * kPackedBlockBytes];
+  alignas(64) int32_t neg_offset[kTokens * kChunk];
+  alignas(64) float y[kTokens * 2 * kRows];
+  BlockQ8_0 a[kTokens * kBlocksPerRow];
+  float a_scale[kTokens * kBlocksPerRow];
+
+  ChunkInputs() {
+    // Values only need to be finite: the tile's speed does not depend on them.
+    for (size_t i = 0; i < sizeof(strip); ++i) strip[i] = static_cast<uint8_t>(i * 37 + 11);
+    for (int64_t block = 0; block < 2 * kChunk; ++block) {
+      uint16_t* scales = reinterpret_cast<uint16_t*>(strip + block * kPackedBlockBytes);
+      for (int r = 0; r < kRows; ++r) scales[r] = 0x2c00;  // f16 1/16
+    }
+    for (int64_t i = 0; i < kTokens * kBlocksPerRow; ++i) {
+      a[i].d = 0x2000;
+      for (int j = 0; j < 32; ++j) a[i].qs[j] = static_cast<int8_t>((i + 7 * j) % 255 - 127);
+      a_scale[i] = 1.0f / 1024;
+    }
+    for (int64_t i = 0; i < kTokens * kChunk; ++i) neg_offset[i] = -8 * static_cast<int32_t>(i % 97);
+    for (float& v : y) v = 0.0f;
+  }
+};
+
+}  // namespace
+
+int64_t PackedStripChunkOps() { return 2 * 2 * kRows * kTokens * kChunk * 32; }
+
+void RunPackedStripChunk() {
+  static_assert(kTokens % kWideTokens == 4, "the last token tile is the 32 x 4 one");
+  static ChunkInputs in;
+  // A 2048-column strip is two chunks: the first starts its sums at zero, the second from y.
+  static bool first = false;
+  first = !first;
+  for (int64_t t0 = 0; t0 < kTokens; t0 += kWideTokens) {
+    const int64_t tokens = kTokens - t0 < kWideTokens ? kTokens - t0 : kWideTokens;
+    const auto tile = tokens == kWideTokens ? StripTile<PackedBlocks, 2, kWideTokens> : StripTile<PackedBlocks, 2, 4>;
+    tile(in.strip, kChunk, in.a + t0 * kBlocksPerRow, in.neg_offset + t0 * kChunk, in.a_scale + t0 * kBlocksPerRow,
+         kBlocksPerRow, first, in.y + t0 * 2 * kRows, 2 * kRows, kRows);
+  }
+}
+
+}  // namespace kestrel::avx512_strip_tile_bench
