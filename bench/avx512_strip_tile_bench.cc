@@ -9,9 +9,8 @@ constexpr int64_t kQ4_0OffsetRun = avx512_vnni::kQ4_0OffsetRun;  // the same ker
 }  // namespace kestrel::avx512_strip_tile_bench
 
 #define KESTREL_AVX512_NAMESPACE avx512_strip_tile_bench
-#include "backend_x86/avx512_kernels.cc"
-
 #include "avx512_strip_tile_bench.h"
+#include "backend_x86/avx512_kernels.cc"
 
 namespace kestrel::avx512_strip_tile_bench {
 namespace {

@@ -206,9 +206,10 @@ void BenchPackedStripChunk(benchmark::State& state) {
     avx512_strip_tile_bench::RunPackedStripChunk();
     benchmark::ClobberMemory();
   }
-  state.counters["GOPS"] = benchmark::Counter(
-      static_cast<double>(state.iterations()) * static_cast<double>(avx512_strip_tile_bench::PackedStripChunkOps()) / 1e9,
-      benchmark::Counter::kIsRate);
+  state.counters["GOPS"] =
+      benchmark::Counter(static_cast<double>(state.iterations()) *
+                             static_cast<double>(avx512_strip_tile_bench::PackedStripChunkOps()) / 1e9,
+                         benchmark::Counter::kIsRate);
 }
 #endif
 
@@ -417,7 +418,8 @@ void RegisterAll() {
             ->Unit(benchmark::kMillisecond);
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
         if (std::string(b->name) == "avx512_vnni" && c.dtype == DType::kQ4_0 && c.layout == Layout::kQ4_0x4) {
-          benchmark::RegisterBenchmark((prefix + "strip_tile_q4_0_packed/32x64x32/cached").c_str(), BenchPackedStripChunk)
+          benchmark::RegisterBenchmark((prefix + "strip_tile_q4_0_packed/32x64x32/cached").c_str(),
+                                       BenchPackedStripChunk)
               ->Unit(benchmark::kMicrosecond);
         }
 #endif
