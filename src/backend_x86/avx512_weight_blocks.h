@@ -15,7 +15,7 @@
 namespace kestrel::KESTREL_AVX512_NAMESPACE {
 namespace {
 
-constexpr int kRows = 16;      // weight rows per register, one per 32-bit lane
+constexpr int kRows = 16;  // weight rows per register, one per 32-bit lane
 
 // Four activation bytes in every 32-bit lane.
 inline __m512i Broadcast4(const int8_t* bytes) {
@@ -67,6 +67,10 @@ constexpr int64_t kPackedBlockBytes = 64 + 4 * 64;
 
 template <typename Weights>
 inline void PackQ4Block(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
+  if constexpr (Weights::kTiled) {
+    Weights::Pack(data, blocks, r0, n_rows, b, out);
+    return;
+  }
   __m256i scales;
   __m512i chunk[4];
   Weights::LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
@@ -131,6 +135,25 @@ struct TiledQ4_0x4 {
     LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
     out->scale = HalvesToFloat(scales);
     SplitNibbles(chunk, out);
+  }
+  // PackQ4Block's bytes moved straight from the tiles: lane k of tile t (16 bytes) is lane t of
+  // chunk k, and tile t's four scales are bytes 8t.. of the first line. LoadChunks' 64-byte loads
+  // cross a cache line at nearly every 72-byte group, and a Zen 5 issues such loads about one a
+  // cycle; these 16-byte moves need no shuffles: the pass 1.3-1.7x faster, Q4_0 pp64 ~1% (bench/README.md).
+  static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
+    for (int t = 0; t < 4; ++t) {
+      auto* lanes = reinterpret_cast<__m128i*>(out + 64) + t;  // lane t of chunk 0; chunk k is 4 lanes on
+      if (t * 4 < n_rows) {
+        const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+        std::memcpy(out + 8 * t, group, 8);
+        for (int k = 0; k < 4; ++k) {
+          _mm_store_si128(lanes + 4 * k, _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + 8 + 16 * k)));
+        }
+      } else {
+        std::memset(out + 8 * t, 0, 8);
+        for (int k = 0; k < 4; ++k) _mm_store_si128(lanes + 4 * k, _mm_setzero_si128());
+      }
+    }
   }
 };
 
