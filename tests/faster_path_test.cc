@@ -139,6 +139,41 @@ TEST_CASE("FasterPath among three keeps its choice while one path has not report
   CHECK(chooser.best() == 0);
 }
 
+TEST_CASE("FasterPath judges each path by its slices' median rate, not by one slow slice", "[faster_path]") {
+  // Eight slices a path; path 1 is faster in every slice but one, where its calls took 20 times as
+  // long (its core taken by another process, say). The sums would pick path 0; the medians pick 1.
+  FasterPath chooser(64, 64, 4);
+  for (int64_t now = 0; now < 64; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    REQUIRE(c.timed);
+    REQUIRE(c.slice == now / 4);
+    const bool slow_slice = c.path == 1 && c.slice == 5;
+    const int64_t duration = c.path == 0 ? 12 : (slow_slice ? 200 : 10);
+    chooser.Report(c, now + duration, 1);
+  }
+  chooser.Pick(64);
+  CHECK(chooser.best() == 1);
+  // With five of path 1's eight slices slow, the medians see path 0 as faster.
+  FasterPath mostly_slow(64, 64, 4);
+  for (int64_t now = 0; now < 64; ++now) {
+    const FasterPath::Choice c = mostly_slow.Pick(now);
+    const int64_t duration = c.path == 0 ? 12 : (c.slice / 2 < 5 ? 200 : 10);
+    mostly_slow.Report(c, now + duration, 1);
+  }
+  mostly_slow.Pick(64);
+  CHECK(mostly_slow.best() == 0);
+}
+
+TEST_CASE("FasterPath widens the slices of a trial longer than it keeps apart", "[faster_path]") {
+  // 256 slices of 1 asked for; kept as 64 of 4: calls 0-3 are path 0, 4-7 path 1, ...
+  FasterPath chooser(256, 256, 1);
+  for (int64_t now = 0; now < 16; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    CHECK(c.path == (now / 4) % 2);
+    CHECK(c.slice == now / 4);
+  }
+}
+
 TEST_CASE("FasterPath converges with two threads calling at once", "[faster_path]") {
   FasterPath chooser(512, 128, 16);
   const double one_faster[2] = {1.5, 1.0};

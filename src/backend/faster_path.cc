@@ -1,6 +1,7 @@
 // FasterPath (faster_path.h): compiled with the library's baseline flags.
 #include "backend/faster_path.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace kestrel {
@@ -19,12 +20,13 @@ FasterPath::Choice FasterPath::Pick(int64_t now) noexcept {
   if (at < period_ - trial_) return {best, false, now};
   // Slice i of the trial runs the path i after the best, so the best starts every round of slices.
   const int64_t slice = (at - (period_ - trial_)) / slice_;
-  return {static_cast<int>((best + slice) % paths_), true, now};
+  return {static_cast<int>((best + slice) % paths_), true, now, static_cast<int>(slice)};
 }
 
 void FasterPath::Report(const Choice& choice, int64_t end, uint64_t work) noexcept {
-  time_[choice.path].fetch_add(static_cast<uint64_t>(end - choice.start), std::memory_order_relaxed);
-  work_[choice.path].fetch_add(work, std::memory_order_relaxed);
+  const int slice = choice.slice < kMaxSlices ? choice.slice : kMaxSlices - 1;
+  time_[choice.path][slice].fetch_add(static_cast<uint64_t>(end - choice.start), std::memory_order_relaxed);
+  work_[choice.path][slice].fetch_add(work, std::memory_order_relaxed);
 }
 
 int FasterPath::best() const { return best_.load(std::memory_order_relaxed); }
@@ -35,10 +37,18 @@ void FasterPath::Decide() {
   double rate[kMaxPaths];
   bool complete = true;  // every path reported: otherwise there is nothing to compare
   for (int p = 0; p < paths_; ++p) {
-    const uint64_t time = time_[p].exchange(0, std::memory_order_relaxed);
-    const uint64_t work = work_[p].exchange(0, std::memory_order_relaxed);
-    complete = complete && work != 0;
-    rate[p] = work != 0 ? static_cast<double>(time) / static_cast<double>(work) : 0.0;
+    double slice_rate[kMaxSlices];
+    int n = 0;
+    for (int s = 0; s < kMaxSlices; ++s) {
+      const uint64_t time = time_[p][s].exchange(0, std::memory_order_relaxed);
+      const uint64_t work = work_[p][s].exchange(0, std::memory_order_relaxed);
+      if (work != 0) slice_rate[n++] = static_cast<double>(time) / static_cast<double>(work);
+    }
+    complete = complete && n != 0;
+    if (n == 0) continue;
+    // The median of the slices' rates (the mean of the middle two for an even count).
+    std::sort(slice_rate, slice_rate + n);
+    rate[p] = n % 2 != 0 ? slice_rate[n / 2] : 0.5 * (slice_rate[n / 2 - 1] + slice_rate[n / 2]);
   }
   if (!complete) return;
   int best = 0;

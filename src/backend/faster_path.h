@@ -7,13 +7,13 @@
 // Time is cut into periods. The last `trial` of each period is timed and takes the paths in turn,
 // `slice` at a time, so all see the same moment of the machine and nearly the same mix of work (at
 // two-thread decode, a 0.5 ms slice is one or two layers' products); when the next period begins,
-// the path with the lowest time per unit of work over the trial becomes the best, and the rest of
-// that period runs it. Threads read the same clock, so threads that share the memory run the same
-// path together. The defaults decide every 128 ms (a few decode tokens); with two paths the other
-// one runs 1/32 of the time, with three the other two 1/24 together. Per call: a clock read (the
-// caller's) and relaxed atomic loads; shared writes only in the trial and once a period.
-// Thread-safe; a call that straddles a period's start counts in the next trial, which only blurs
-// that decision a little.
+// the path with the lowest time per unit of work over the trial (the median of its slices' rates)
+// becomes the best, and the rest of that period runs it. Threads read the same clock, so threads
+// that share the memory run the same path together. The defaults decide every 128 ms (a few decode
+// tokens); with two paths the other one runs 1/32 of the time, with three the other two 1/24
+// together. Per call: a clock read (the caller's) and relaxed atomic loads; shared writes only in
+// the trial and once a period. Thread-safe; a call that straddles a period's start counts in the
+// next trial (for its own path), which only blurs that decision a little.
 #pragma once
 
 #include <atomic>
@@ -37,7 +37,7 @@ class FasterPath {
   constexpr explicit FasterPath(int64_t period = kPeriod, int64_t trial = kTrial, int64_t slice = kSlice, int paths = 2)
       : period_(period),
         trial_(trial),
-        slice_(slice),
+        slice_(slice * kMaxSlices >= trial ? slice : (trial + kMaxSlices - 1) / kMaxSlices),
         paths_(paths < 2           ? 2
                : paths > kMaxPaths ? kMaxPaths
                                    : paths) {}
@@ -48,6 +48,7 @@ class FasterPath {
     int path;       // 0 .. paths - 1
     bool timed;     // whether Report() wants this call
     int64_t start;  // the time passed to Pick
+    int slice = 0;  // timed calls: which slice of the trial they started in
   };
 
   // The path for a call starting at `now` (a clock that never goes back, e.g. NowNanoseconds());
@@ -66,11 +67,18 @@ class FasterPath {
   // Compares the paths over the last trial and clears the sums for the next.
   void Decide();
 
+  // Slices a trial keeps apart (a longer trial's slices are widened to fit).
+  static constexpr int kMaxSlices = 64;
+
   const int64_t period_, trial_, slice_;
   const int paths_;
   std::atomic<int64_t> period_seen_{0};
   std::atomic<int> best_{0};
-  std::atomic<uint64_t> time_[kMaxPaths] = {0, 0, 0}, work_[kMaxPaths] = {0, 0, 0};
+  // Time and work per path and slice of the trial: each path is judged by the median of its
+  // slices' rates, so one slice that lost its core to another process for a while (on a shared
+  // machine, a millisecond is often a slice's whole length) does not decide a period. Indexed by
+  // path as well as slice, so a call that straddles a period's start still counts for its own path.
+  std::atomic<uint64_t> time_[kMaxPaths][kMaxSlices] = {}, work_[kMaxPaths][kMaxSlices] = {};
 };
 
 // The clock FasterPath's callers use: steady, in nanoseconds (about 20 ns a read on the Zen 5).
