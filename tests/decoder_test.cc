@@ -1,10 +1,10 @@
 // Unit tests of the decoder's parts: the llama2.c tokenizer, UTF-8 holding, the sampler, the
 // thread pool and the registry.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <set>
 #include <thread>
 #include <vector>
@@ -13,11 +13,11 @@
 #include "convert/converter.h"
 #include "convert/source_model.h"
 #include "decoder/model.h"
+#include "decoder/row_scheduler.h"
+#include "decoder/sampler.h"
+#include "decoder/thread_pool.h"
 #include "format/vqf_reader.h"
 #include "format/vqf_writer.h"
-#include "decoder/sampler.h"
-#include "decoder/row_scheduler.h"
-#include "decoder/thread_pool.h"
 #include "test_support.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,11 +35,11 @@ std::unique_ptr<Tokenizer> StoriesTokenizer() {
   return std::move(*t);
 }
 
-#define REQUIRE_SHARED(ptr)                                                              \
-  if (!(ptr)) {                                                                          \
+#define REQUIRE_SHARED(ptr)                                                               \
+  if (!(ptr)) {                                                                           \
     if (std::getenv("KESTREL_ALLOW_MISSING_SHARED") == nullptr) FAIL("../shared absent"); \
-    WARN("SKIPPED: ../shared absent");                                                   \
-    return;                                                                              \
+    WARN("SKIPPED: ../shared absent");                                                    \
+    return;                                                                               \
   }
 
 TEST_CASE("llama2.c tokenizer encodes as run.c does", "[tokenizer]") {
@@ -218,6 +218,34 @@ TEST_CASE("thread pool: idle workers stop spinning and go to sleep, and wake for
   }
 }
 
+TEST_CASE("thread pool: jobs dispatched just as workers go to sleep are not lost", "[threads]") {
+  // The dispatch bumps the generation without a lock and wakes sleepers only when it sees one: a
+  // worker that counts itself asleep and then checks the generation, against a dispatch that bumps
+  // it and then checks the count. Jobs arriving around the 200 us idle spin hit that window; a lost
+  // wake-up would hang Run, so a watchdog ends the process with a message instead.
+  std::atomic<bool> finished{false};
+  std::thread watchdog([&] {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (!finished.load() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (!finished.load()) {
+      std::fprintf(stderr, "thread pool: a job was never picked up (lost wake-up)\n");
+      std::_Exit(1);
+    }
+  });
+  ThreadPool pool(3);
+  std::atomic<int> ran{0};
+  for (int job = 0; job < 1500; ++job) {
+    // 150 .. 250 us apart, in 5 us steps: around the workers' 200 us spin.
+    std::this_thread::sleep_for(std::chrono::microseconds(150 + (job * 37) % 21 * 5));
+    pool.Run([&](int, int) { ran++; });
+  }
+  finished = true;
+  watchdog.join();
+  CHECK(ran.load() == 1500 * 3);
+}
+
 TEST_CASE("SplitRange covers [0, n) with aligned, disjoint parts", "[threads]") {
   for (int64_t n : {0, 1, 7, 8, 100, 1001}) {
     for (int parts : {1, 2, 3, 7}) {
@@ -250,8 +278,8 @@ TEST_CASE("RowScheduler: every row once, owners first, thieves from the back", "
       begins.push_back(c.begin);
     }
     const std::vector<int64_t> expected = {33, 38, 43, 48, 53, 58, 60, 62, 64,  // share 1, in order
-                                           98, 96, 91, 86, 81, 76, 71, 66,  // share 2, from the back
-                                           31, 29, 27, 25, 20, 15, 10, 5, 0};  // share 0, from the back
+                                           98, 96, 91, 86, 81, 76, 71, 66,      // share 2, from the back
+                                           31, 29, 27, 25, 20, 15, 10, 5,  0};  // share 0, from the back
     REQUIRE(begins == expected);
   }
   SECTION("each share ends in chunks a quarter as long") {

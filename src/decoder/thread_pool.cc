@@ -61,12 +61,15 @@ void ThreadPool::RunRaw(void (*fn)(void*, int, int), void* ctx) {
   job_ = fn;
   job_ctx_ = ctx;
   pending_.store(n_threads_ - 1, std::memory_order_relaxed);
-  {
-    // Bumping under the mutex pairs with a worker's check-then-wait, so no wake-up is lost.
+  // No lock while the workers spin. A worker about to sleep counts itself in sleepers_ and then
+  // checks the generation; this bumps the generation and then checks sleepers_ (both sequentially
+  // consistent), so at least one of the two sees the other's write: the worker does not sleep, or
+  // this notifies it, under the mutex, which it holds from its check until it waits.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0) {
     std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    wake_cv_.notify_all();
   }
-  if (sleepers_.load(std::memory_order_acquire) > 0) wake_cv_.notify_all();
   fn(ctx, 0, n_threads_);
   // Spin for a straggler briefly, then yield: on a busy machine a worker may be descheduled, and
   // spinning would keep it off the core it needs.
@@ -82,8 +85,8 @@ void ThreadPool::WorkerLoop(int index) {
     uint64_t now = seen;
     if (!SpinFor(kIdleSpin, [&] { return (now = generation_.load(std::memory_order_acquire)) != seen; })) {
       std::unique_lock<std::mutex> lock(mutex_);
-      sleepers_.fetch_add(1, std::memory_order_acq_rel);
-      wake_cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      sleepers_.fetch_add(1, std::memory_order_seq_cst);
+      wake_cv_.wait(lock, [&] { return generation_.load(std::memory_order_seq_cst) != seen; });
       sleepers_.fetch_sub(1, std::memory_order_acq_rel);
       now = generation_.load(std::memory_order_acquire);
     }

@@ -43,12 +43,18 @@ class ThreadPool {
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable wake_cv_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
   std::atomic<int> sleepers_{0};
-  std::atomic<bool> stop_{false};
+  // What a spinning worker reads and the caller writes each dispatch. The job and the generation
+  // share one cache line, the one the workers spin on, so a worker that sees the new generation
+  // has the job with it; the count of workers still running (written by the workers as they
+  // finish, spun on by the caller) has a line of its own. When these shared a line with the mutex
+  // and each other, the caller's writes made the spinning threads fetch the line several times a
+  // dispatch (bench/README.md).
+  alignas(64) std::atomic<uint64_t> generation_{0};
   void (*job_)(void*, int, int) = nullptr;
   void* job_ctx_ = nullptr;
+  std::atomic<bool> stop_{false};
+  alignas(64) std::atomic<int> pending_{0};  // the class's alignment pads the rest of its line
 };
 
 // Splits [0, n) into `parts` contiguous ranges aligned to `align` (except the end) and returns
