@@ -32,7 +32,15 @@ namespace {
 // In assembly, not _mm_prefetch: GCC 12 found a loader's prefetch function free of side effects
 // once it was called from more than one place, and deleted the calls (every prefetch was gone from
 // the unit; decode ran 13-15% slower).
-inline void PrefetchLine(const uint8_t* p) { __asm__ volatile("prefetcht0 %0" ::"m"(*p)); }
+// Into L1, or with kToL2 only into L2.
+template <bool kToL2 = false>
+inline void PrefetchLine(const uint8_t* p) {
+  if constexpr (kToL2) {
+    __asm__ volatile("prefetcht1 %0" ::"m"(*p));
+  } else {
+    __asm__ volatile("prefetcht0 %0" ::"m"(*p));
+  }
+}
 
 // 16 fp16 values to f32 (exact), 16 bf16 values to f32 (exact), and 16 int32 to f32 (rounded as
 // static_cast<float> does). SIMDe 0.7.4 lacks the 512-bit forms, so its build converts two 256-bit

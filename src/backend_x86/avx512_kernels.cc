@@ -150,11 +150,11 @@ struct StripChunk {
   int n_rows;
 };
 
-template <typename Weights>
+template <typename Weights, bool kToL2 = false>
 void PrefetchBlock(const uint8_t* data, int64_t blocks, const StripChunk& c, int64_t i) {
   for (int g = 0; g * kRows < c.n_rows; ++g) {
     const int rows = c.n_rows - g * kRows < kRows ? c.n_rows - g * kRows : kRows;
-    Weights::Prefetch(data, blocks, c.r0 + g * kRows, rows, c.b0 + i);
+    Weights::template Prefetch<kToL2>(data, blocks, c.r0 + g * kRows, rows, c.b0 + i);
   }
 }
 
@@ -190,7 +190,8 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
     next.n_rows = strip_rows(next.r0);
     return next;
   };
-  constexpr int64_t kStripBytes = kPacked ? 2 * kChunkBlocks * kPackedBlockBytes : 2 * kChunkBlocks * sizeof(WeightBlock);
+  constexpr int64_t kStripBytes =
+      kPacked ? 2 * kChunkBlocks * kPackedBlockBytes : 2 * kChunkBlocks * sizeof(WeightBlock);
   alignas(64) uint8_t strip[kStripBytes];
   alignas(64) int32_t neg_offset[kTokenChunk * kChunkBlocks];
   // Packed Q4_0 strips read the caller's offsets where they come in this kernel's runs: built once
@@ -227,14 +228,20 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
         }
       }
       // The next chunk is prefetched a share per token tile: a burst of prefetches just before
-      // unpacking it would wait on memory with nothing to compute (~10% of a prefill).
+      // unpacking it would wait on memory with nothing to compute (~10% of a prefill). Packed
+      // Q4_0 chunks go into L2 that way and then all into L1 during the last token tile, so the
+      // activations streaming through L1 do not push them out before the pack reads them (pp64
+      // ~1% faster at one and two threads, bench/README.md).
       const StripChunk next = next_chunk(c);
       const int tile = wide ? kWideTokens : kTokenTile;
       const int64_t n_tiles = (c1 - c0 + tile - 1) / tile;
       int64_t prefetched = 0;
       for (int64_t t0 = c0; t0 < c1; t0 += tile) {
         const int64_t share = next.n * ((t0 - c0) / tile + 1) / n_tiles;
-        for (; prefetched < share; ++prefetched) PrefetchBlock<Weights>(data, blocks, next, prefetched);
+        for (; prefetched < share; ++prefetched) PrefetchBlock<Weights, kPacked>(data, blocks, next, prefetched);
+        if (kPacked && t0 + tile >= c1) {
+          for (int64_t i = 0; i < next.n; ++i) PrefetchBlock<Weights>(data, blocks, next, i);
+        }
         const int n_tok = static_cast<int>(c1 - t0 < tile ? c1 - t0 : tile);
         (wide ? kWideByTokens : kByTokens)[n_tok - 1](strip, c.n, x.q8_0 + t0 * blocks + c.b0,
                                                       offsets + (t0 - c0) * kChunkBlocks,

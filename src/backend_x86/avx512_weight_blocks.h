@@ -96,11 +96,12 @@ struct TiledQ4_0x4 {
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
+  template <bool kToL2 = false>  // into L1, or only into L2
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 4 < n_rows; ++t) {
       const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
-      PrefetchLine(group);  // a 72-byte group spans at most two lines
-      PrefetchLine(group + 71);
+      PrefetchLine<kToL2>(group);  // a 72-byte group spans at most two lines
+      PrefetchLine<kToL2>(group + 71);
     }
   }
   // Block b of the 16 rows as VPDPBUSD operands still packed: chunk[k] lane i holds bytes 4k..4k+3
@@ -169,12 +170,12 @@ constexpr LaneIndex kQ4Step2[2] = {
 };
 
 // Block b of plain rows r0 .. r0 + n_rows - 1, kBlockBytes bytes each (at most two lines).
-template <int kBlockBytes>
+template <int kBlockBytes, bool kToL2>
 inline void PrefetchPlainRows(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
   for (int i = 0; i < n_rows; ++i) {
     const uint8_t* block = data + ((r0 + i) * blocks + b) * kBlockBytes;
-    PrefetchLine(block);
-    PrefetchLine(block + kBlockBytes - 1);
+    PrefetchLine<kToL2>(block);
+    PrefetchLine<kToL2>(block + kBlockBytes - 1);
   }
 }
 
@@ -183,8 +184,9 @@ struct PlainQ4_0 {
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = false;      // decode runs the AVX2 kernel (MatmulQuantized)
+  template <bool kToL2 = false>              // into L1, or only into L2
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    PrefetchPlainRows<18>(data, blocks, r0, n_rows, b);
+    PrefetchPlainRows<18, kToL2>(data, blocks, r0, n_rows, b);
   }
   static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
                          __m512i* chunk) {
@@ -235,10 +237,11 @@ struct TiledQ8_0x8 {
   static constexpr int32_t kZeroPoint = 128;
   static constexpr int kRowBlockBytes = 34;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
+  template <bool kToL2 = false>  // into L1, or only into L2
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 8 < n_rows; ++t) {
       const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
-      for (int line = 0; line < 5; ++line) PrefetchLine(group + 64 * line);  // 272 bytes span at most 5 lines
+      for (int line = 0; line < 5; ++line) PrefetchLine<kToL2>(group + 64 * line);  // 272 bytes span at most 5 lines
     }
   }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
@@ -284,8 +287,9 @@ struct PlainQ8_0 {
   static constexpr int32_t kZeroPoint = 128;
   static constexpr int kRowBlockBytes = 34;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = false;      // decode runs the AVX2 kernel (MatmulQuantized)
+  template <bool kToL2 = false>              // into L1, or only into L2
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    PrefetchPlainRows<34>(data, blocks, r0, n_rows, b);
+    PrefetchPlainRows<34, kToL2>(data, blocks, r0, n_rows, b);
   }
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
