@@ -11,7 +11,7 @@
 
 namespace {
 
-alignas(64) int32_t g_line[64];
+alignas(64) int32_t g_line[160];  // 640 bytes: the loads below read up to 520 bytes in
 
 template <typename Body>
 double NanosecondsPerIteration(int64_t iterations, Body body) {
@@ -39,8 +39,15 @@ double NanosecondsPerIteration(int64_t iterations, Body body) {
 #define THREE_IMM(op, imm, srcs) \
   op " $" #imm ", " srcs ", %%zmm12\n" op " $" #imm ", " srcs ", %%zmm13\n" op " $" #imm ", " srcs ", %%zmm14\n"
 // A mixes-table row: twelve VPDPBUSD chains and three of the two-operand instruction `op`.
-#define TWELVE_DP_AND_THREE(op) {"12 vpdpbusd + 3 " op, NanosecondsPerIteration(n, RUN(TWELVE_DP THREE(op)))}
+#define TWELVE_DP_AND_THREE(op) \
+  { "12 vpdpbusd + 3 " op, NanosecondsPerIteration(n, RUN(TWELVE_DP THREE(op))) }
 #define DP_FROM(r, b) "vpdpbusd %%zmm" #b ", %%zmm21, %%zmm" #r "\n"
+// Eight 64-byte loads, one a line, `skew` bytes past each line's start (8: each crosses a line).
+#define LOAD_AT(o, skew, r) "vmovdqu32 " #o "+" #skew "(%0), %%zmm" #r "\n"
+#define EIGHT_LOADS(skew)                                                                                           \
+  LOAD_AT(0, skew, 12)                                                                                              \
+  LOAD_AT(64, skew, 13) LOAD_AT(128, skew, 14) LOAD_AT(192, skew, 15) LOAD_AT(256, skew, 12) LOAD_AT(320, skew, 13) \
+      LOAD_AT(384, skew, 14) LOAD_AT(448, skew, 15)
 // Only xmm0-15 can be named as clobbers in a unit built without AVX-512; zmm20/21 are read, never written.
 #define CLOBBERS                                                                                                      \
   "xmm0", "xmm1", "xmm2", "xmm3", "xmm4", "xmm5", "xmm6", "xmm7", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", \
@@ -75,9 +82,9 @@ int main() {
       // Twelve chains: eight are latency-bound (~1.83 per cycle on a Zen 5).
       {"vpdpbusd zmm, registers", 12, NanosecondsPerIteration(n, RUN(TWELVE_DP))},
       {"vpdpbusd zmm, m32{1to16}", 12,
-       NanosecondsPerIteration(n, RUN(DP_MEM(0, 0) DP_MEM(1, 4) DP_MEM(2, 8) DP_MEM(3, 12) DP_MEM(4, 16) DP_MEM(5, 20)
-                                          DP_MEM(6, 24) DP_MEM(7, 28) DP_MEM(8, 32) DP_MEM(9, 36) DP_MEM(10, 40)
-                                              DP_MEM(11, 44)))},
+       NanosecondsPerIteration(
+           n, RUN(DP_MEM(0, 0) DP_MEM(1, 4) DP_MEM(2, 8) DP_MEM(3, 12) DP_MEM(4, 16) DP_MEM(5, 20) DP_MEM(6, 24)
+                      DP_MEM(7, 28) DP_MEM(8, 32) DP_MEM(9, 36) DP_MEM(10, 40) DP_MEM(11, 44)))},
       {"vpbroadcastd zmm, m32", 8,
        NanosecondsPerIteration(n, RUN(BC(0, 0) BC(1, 4) BC(2, 8) BC(3, 12) BC(4, 16) BC(5, 20) BC(6, 24) BC(7, 28)))},
       {"vmovdqa64 zmm, m512", 8,
@@ -122,6 +129,10 @@ int main() {
       {"12 vpdpbusd + 3 vpsrlw $4", NanosecondsPerIteration(n, RUN(TWELVE_DP THREE_IMM("vpsrlw", 4, "%%zmm20")))},
       {"12 vpdpbusd + 3 vshufi32x4",
        NanosecondsPerIteration(n, RUN(TWELVE_DP THREE_IMM("vshufi32x4", 0x44, "%%zmm20, %%zmm21")))},
+      // 512-bit loads: aligned ones issue beside VPDPBUSD; each that crosses a cache line (as a
+      // 72-byte q4_0x4 group's 64 bytes of quants nearly always do) takes about 1.2 cycles.
+      {"12 vpdpbusd + 8 vmovdqu32 m512, aligned", NanosecondsPerIteration(n, RUN(TWELVE_DP EIGHT_LOADS(0)))},
+      {"12 vpdpbusd + 8 vmovdqu32 m512, crossing", NanosecondsPerIteration(n, RUN(TWELVE_DP EIGHT_LOADS(8)))},
       // The prefill loop's mix: per token and 16-row block, 8 VPDPBUSD and a float epilogue whose
       // two multiplies share the VPDPBUSD pipes; 8 VPDPBUSD plus the work named.
       {"8 vpdpbusd", NanosecondsPerIteration(n, RUN(EIGHT_DP))},
