@@ -24,7 +24,8 @@ FasterPath::Choice FasterPath::Pick(int64_t now) noexcept {
 }
 
 void FasterPath::Report(const Choice& choice, int64_t end, uint64_t work) noexcept {
-  const int slice = choice.slice < kMaxSlices ? choice.slice : kMaxSlices - 1;
+  // The constructor widens slices so that a trial has at most kMaxSlices: choice.slice indexes them.
+  const int slice = choice.slice;
   time_[choice.path][slice].fetch_add(static_cast<uint64_t>(end - choice.start), std::memory_order_relaxed);
   work_[choice.path][slice].fetch_add(work, std::memory_order_relaxed);
 }

@@ -40,7 +40,7 @@ constexpr int kTokenTile = 8;  // tokens per prefill tile of 16 rows
 // prompt streams its weights from memory once and rearranges each block once, instead of once per
 // token tile. Accumulators cross chunks through y (an f32 store and load are exact).
 constexpr int64_t kUnpackBlocks = 16;
-// Q4_0 chunks stay packed (PackQ4Block: 320 bytes a block of 16 rows against a WeightBlock's 576),
+// Q4_0 chunks stay packed (Weights::Pack: 320 bytes a block of 16 rows against a WeightBlock's 576),
 // so a 20 KB buffer holds twice the blocks, the accumulators cross chunks through y half as often,
 // and the pass before the tiles only moves 128-bit lanes. Against unpacking into WeightBlocks:
 // kernels bench 1.04-1.06x, Qwen3-1.7B pp64 products 0.91x the time at two threads
@@ -58,7 +58,7 @@ struct UnpackedBlocks {  // WeightBlocks, rearranged before the tiles run
   static __m512i Operand(const uint8_t* block, int k) { return reinterpret_cast<const WeightBlock*>(block)->u[k]; }
   static __m512 Scale(const uint8_t* block) { return reinterpret_cast<const WeightBlock*>(block)->scale; }
 };
-struct PackedBlocks {  // Q4_0 kept packed (PackQ4Block): the nibbles are split as the tile reads them
+struct PackedBlocks {  // Q4_0 kept packed (Weights::Pack): the nibbles are split as the tile reads them
   static constexpr int64_t kChunkBlocks = kPackedChunkBlocks;
   static constexpr int kMcaId = 37;  // 38 for 16-row strips
   static const uint8_t* Block(const uint8_t* strip, int64_t i) { return strip + i * kPackedBlockBytes; }
@@ -210,8 +210,7 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
         for (int g = 0; g < groups; ++g) {
           const int rows = wide ? kRows : c.n_rows;
           if constexpr (kPacked) {
-            PackQ4Block<Weights>(data, blocks, c.r0 + g * kRows, rows, c.b0 + i,
-                                 strip + (groups * i + g) * kPackedBlockBytes);
+            Weights::Pack(data, blocks, c.r0 + g * kRows, rows, c.b0 + i, strip + (groups * i + g) * kPackedBlockBytes);
           } else {
             Weights::Load(data, blocks, c.r0 + g * kRows, rows, c.b0 + i,
                           reinterpret_cast<WeightBlock*>(strip) + groups * i + g);

@@ -65,12 +65,10 @@ inline void SplitNibbles(const __m512i* chunk, WeightBlock* out) {
 // WeightBlock's bytes; a tile splits the nibbles as it reads them.
 constexpr int64_t kPackedBlockBytes = 64 + 4 * 64;
 
+// A Q4_0 layout's Pack (block b of rows r0 .. r0 + n_rows - 1 into `out`, that format) from its
+// LoadChunks: the plain layout's; q4_0x4 moves its bytes directly (TiledQ4_0x4::Pack).
 template <typename Weights>
-inline void PackQ4Block(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
-  if constexpr (Weights::kTiled) {
-    Weights::Pack(data, blocks, r0, n_rows, b, out);
-    return;
-  }
+inline void PackFromChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
   __m256i scales;
   __m512i chunk[4];
   Weights::LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
@@ -96,10 +94,14 @@ struct TiledQ4_0x4 {
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
+  // Tile t of the 16 rows from r0 at block b: 4 rows' f16 scales, then their 64 bytes of quants.
+  static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t r0, int t, int64_t b) {
+    return data + ((r0 / 4 + t) * blocks + b) * 72;
+  }
   template <bool kToL2 = false>  // into L1, or only into L2
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     for (int t = 0; t * 4 < n_rows; ++t) {
-      const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+      const uint8_t* group = Group(data, blocks, r0, t, b);
       PrefetchLine<kToL2>(group);  // a 72-byte group spans at most two lines
       PrefetchLine<kToL2>(group + 71);
     }
@@ -112,7 +114,7 @@ struct TiledQ4_0x4 {
     long long scales[4];
     for (int t = 0; t < 4; ++t) {
       if (t * 4 < n_rows) {
-        const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+        const uint8_t* group = Group(data, blocks, r0, t, b);
         std::memcpy(&scales[t], group, 8);
         tile[t] = _mm512_loadu_si512(group + 8);
       } else {
@@ -137,15 +139,15 @@ struct TiledQ4_0x4 {
     out->scale = HalvesToFloat(scales);
     SplitNibbles(chunk, out);
   }
-  // PackQ4Block's bytes moved straight from the tiles: lane k of tile t (16 bytes) is lane t of
-  // chunk k, and tile t's four scales are bytes 8t.. of the first line. LoadChunks' 64-byte loads
+  // The packed block (kPackedBlockBytes) moved straight from the tiles: lane k of tile t (16 bytes)
+  // is lane t of chunk k, and tile t's four scales are bytes 8t.. of the first line. LoadChunks' 64-byte loads
   // cross a cache line at nearly every 72-byte group, and a Zen 5 issues such loads about one a
   // cycle; these 16-byte moves need no shuffles: the pass 1.3-1.7x faster, Q4_0 pp64 ~1% (bench/README.md).
   static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
     for (int t = 0; t < 4; ++t) {
       auto* lanes = reinterpret_cast<__m128i*>(out + 64) + t;  // lane t of chunk 0; chunk k is 4 lanes on
       if (t * 4 < n_rows) {
-        const uint8_t* group = data + ((r0 / 4 + t) * blocks + b) * 72;
+        const uint8_t* group = Group(data, blocks, r0, t, b);
         std::memcpy(out + 8 * t, group, 8);
         for (int k = 0; k < 4; ++k) {
           _mm_store_si128(lanes + 4 * k, _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + 8 + 16 * k)));
@@ -187,6 +189,9 @@ struct PlainQ4_0 {
   template <bool kToL2 = false>              // into L1, or only into L2
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<18, kToL2>(data, blocks, r0, n_rows, b);
+  }
+  static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
+    PackFromChunks<PlainQ4_0>(data, blocks, r0, n_rows, b, out);
   }
   static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
                          __m512i* chunk) {
