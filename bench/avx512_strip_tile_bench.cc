@@ -61,4 +61,37 @@ void RunPackedStripChunk() {
   }
 }
 
+uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks) {
+  using Weights = TiledQ4_0x4;
+  constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
+  constexpr int64_t kStep = G * kRows * Weights::kRowBlockBytes;         // bytes of a block step
+  const int64_t lead = kLeadBytes / kStep > 0 ? kLeadBytes / kStep : 1;  // as DecodeGroups' tile order
+  const __m512i nibbles = _mm512_set1_epi8(0x0f), a = _mm512_set1_epi32(0x01020304);
+  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  for (int64_t r0 = 0; r0 + G * kRows <= rows; r0 += G * kRows) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      // Block b + lead of the same groups, or past their last block the first blocks of the next G.
+      const int64_t ahead_rows = b + lead < blocks ? r0 : r0 + G * kRows;
+      const int64_t ahead_block = b + lead < blocks ? b + lead : b + lead - blocks;
+      for (int g = 0; g < G; ++g) {
+        Weights::Prefetch(data, blocks, ahead_rows + g * kRows, kRows, ahead_block);
+        for (int t = 0; t < 4; ++t) {
+          const uint8_t* group = Weights::Group(data, blocks, r0 + g * kRows, t, b);
+          const __m512i v = _mm512_loadu_si512(group + 8);
+          int64_t scales;
+          std::memcpy(&scales, group, 8);
+          const __m512i lo = _mm512_and_si512(v, nibbles);
+          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibbles);
+          acc[0] = _mm512_dpbusd_epi32(acc[0], lo, a);
+          acc[1] = _mm512_dpbusd_epi32(acc[1], hi, a);
+          acc[2] = _mm512_dpbusd_epi32(acc[2], lo, _mm512_set1_epi64(scales));
+          acc[3] = _mm512_dpbusd_epi32(acc[3], hi, a);
+        }
+      }
+    }
+  }
+  const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
+  return static_cast<uint64_t>(_mm512_reduce_add_epi32(sum));
+}
+
 }  // namespace kestrel::avx512_strip_tile_bench

@@ -14,4 +14,13 @@ int64_t PackedStripChunkOps();
 // it after packing: ten 32 x 6 token tiles and one 32 x 4, with made-up weights and activations.
 void RunPackedStripChunk();
 
+// The Q4_0 decode's address pattern as the tile order walks it (path 0: two adjacent 16-row groups,
+// eight q4_0x4 tile streams, each group prefetched kLeadBytes ahead over the step), with a light
+// stand-in for its arithmetic (the nibbles split and four VPDPBUSD a tile, no transposes, scales or
+// float work) over rows [0, rows) of a q4_0x4 matrix of `blocks` blocks a row (rows a multiple of
+// 32). The rate this reaches from memory bounds what the kernel's prefetching can give it; the
+// kernels bench shows the two side by side (bench/README.md, twenty-third session). Returns a
+// value that depends on every byte read.
+uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks);
+
 }  // namespace kestrel::avx512_strip_tile_bench

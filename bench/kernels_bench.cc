@@ -77,7 +77,8 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
   for (auto& v : f.x) v = dist(rng);
   if (IsBlockQuantized(dtype)) {
     f.xq.resize(columns / 32 * tokens);
-    for (int64_t t = 0; t < tokens; ++t) k.quantize_q8_0(f.x.data() + t * columns, f.xq.data() + t * columns / 32, columns);
+    for (int64_t t = 0; t < tokens; ++t)
+      k.quantize_q8_0(f.x.data() + t * columns, f.xq.data() + t * columns / 32, columns);
     f.xq_sums.resize(f.xq.size());
     f.xq_scales.resize(f.xq.size());
     SummarizeQ8_0Blocks(f.xq.data(), static_cast<int64_t>(f.xq.size()), f.xq_sums.data(), f.xq_scales.data());
@@ -105,7 +106,8 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
   }
   const double calls = static_cast<double>(state.iterations());
   if (tokens == 1) {
-    state.counters["GB/s"] = benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
+    state.counters["GB/s"] =
+        benchmark::Counter(calls * static_cast<double>(f.bytes.size()) / 1e9, benchmark::Counter::kIsRate);
   }
   state.counters["GOPS"] = benchmark::Counter(calls * 2.0 * columns * rows * tokens / 1e9, benchmark::Counter::kIsRate);
   // Only for the from-memory cases, where the TLB matters: smaps counts whole memory areas, which
@@ -158,8 +160,8 @@ void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype,
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GOPS"] = benchmark::Counter(static_cast<double>(state.iterations()) * 2.0 * kColumns * kRows * kTokens / 1e9,
-                                              benchmark::Counter::kIsRate);
+  state.counters["GOPS"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * 2.0 * kColumns * kRows * kTokens / 1e9, benchmark::Counter::kIsRate);
 }
 
 // Portable code (not a kernel table entry): the session runs it once per quantized input.
@@ -190,8 +192,8 @@ void BenchFillQ4_0Offsets(benchmark::State& state, int64_t tokens, int64_t block
     benchmark::DoNotOptimize(table.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] =
-      benchmark::Counter(static_cast<double>(state.iterations()) * table.size() * 4.0 / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * table.size() * 4.0 / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
@@ -210,6 +212,23 @@ void BenchPackedStripChunk(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(state.iterations()) *
                              static_cast<double>(avx512_strip_tile_bench::PackedStripChunkOps()) / 1e9,
                          benchmark::Counter::kIsRate);
+}
+
+// The Q4_0 decode's address pattern alone over the same 2048 x 151936 q4_0x4 matrix as
+// gemv_q4_0_q4_0x4/2048x151936/path0 (the kernel with that pattern's prefetch order): what the
+// kernel could read from memory if its own arithmetic cost nothing (bench/README.md).
+void BenchDecodePattern(benchmark::State& state) {
+  constexpr int64_t kColumns = 2048, kRowsTotal = 151936;
+  const size_t bytes = DTypeRowBytes(DType::kQ4_0, kColumns) * kRowsTotal;
+  HugePageBuffer weights = AllocateOrAbort(bytes, true);
+  for (size_t i = 0; i < bytes; ++i) weights.data()[i] = static_cast<uint8_t>(i * 131 + 7);  // paged in, not zero
+  uint64_t sink = avx512_strip_tile_bench::ReadDecodePattern(weights.data(), kRowsTotal, kColumns / 32);
+  for (auto _ : state) {
+    sink += avx512_strip_tile_bench::ReadDecodePattern(weights.data(), kRowsTotal, kColumns / 32);
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["GB/s"] = benchmark::Counter(
+      static_cast<double>(state.iterations()) * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
 }
 #endif
 
@@ -378,7 +397,8 @@ void BenchThreadPoolDispatch(benchmark::State& state, int threads) {
 void RegisterAll() {
   for (int threads : {1, 2, 4}) {
     benchmark::RegisterBenchmark(("thread_pool_dispatch/" + std::to_string(threads)).c_str(), BenchThreadPoolDispatch,
-                                 threads)->Unit(benchmark::kMicrosecond);
+                                 threads)
+        ->Unit(benchmark::kMicrosecond);
   }
   // One 64-token prefill input of the Qwen3-1.7B shape's FFN down projection (6144 columns).
   benchmark::RegisterBenchmark("summarize_q8_0/64x6144", BenchSummarize, int64_t{64} * 6144)
@@ -442,6 +462,13 @@ void RegisterAll() {
                                        BenchMatmul, b, c.dtype, c.layout, 2048, 151936, 1, path, true)
               ->Unit(benchmark::kMillisecond);
         }
+#ifdef KESTREL_BENCH_AVX512_STRIP_TILE
+        if (std::string(b->name) == "avx512_vnni" && c.dtype == DType::kQ4_0 && c.layout == Layout::kQ4_0x4) {
+          benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/address_pattern").c_str(),
+                                       BenchDecodePattern)
+              ->Unit(benchmark::kMillisecond);
+        }
+#endif
         for (int path = -1; path < FasterPath::kMaxPaths; ++path) {
           benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/6144x2048/chunks_from_memory" +
                                         (path < 0 ? "" : "/path" + std::to_string(path)))
