@@ -70,9 +70,9 @@ uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks) {
   __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int64_t r0 = 0; r0 + G * kRows <= rows; r0 += G * kRows) {
     for (int64_t b = 0; b < blocks; ++b) {
-      // Block b + lead of the same groups, or past their last block the first blocks of the next G.
-      const int64_t ahead_rows = b + lead < blocks ? r0 : r0 + G * kRows;
-      const int64_t ahead_block = b + lead < blocks ? b + lead : b + lead - blocks;
+      // Block b + lead of the same groups, or past their last block that many blocks into the
+      // groups after them.
+      const int64_t ahead_rows = r0 + G * kRows * ((b + lead) / blocks), ahead_block = (b + lead) % blocks;
       for (int g = 0; g < G; ++g) {
         Weights::Prefetch(data, blocks, ahead_rows + g * kRows, kRows, ahead_block);
         for (int t = 0; t < 4; ++t) {

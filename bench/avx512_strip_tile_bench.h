@@ -18,9 +18,10 @@ void RunPackedStripChunk();
 // eight q4_0x4 tile streams, each group prefetched kLeadBytes ahead over the step), with a light
 // stand-in for its arithmetic (the nibbles split and four VPDPBUSD a tile, no transposes, scales or
 // float work) over rows [0, rows) of a q4_0x4 matrix of `blocks` blocks a row (rows a multiple of
-// 32). The rate this reaches from memory bounds what the kernel's prefetching can give it; the
-// kernels bench shows the two side by side (bench/README.md, twenty-third session). Returns a
-// value that depends on every byte read.
+// 32). Its rate from memory is what the kernel's loads and prefetches reach with next to no work
+// between them; the kernels bench shows it beside the kernel's (bench/README.md, twenty-third
+// session: the kernel reads as fast, so its arithmetic is not what holds it). Returns a value that
+// depends on every byte read.
 uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks);
 
 }  // namespace kestrel::avx512_strip_tile_bench
