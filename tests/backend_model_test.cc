@@ -6,9 +6,11 @@
 // here (kernels_test reports them skipped).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -51,6 +53,18 @@ constexpr Variant kVariants[] = {
     {"q4_0-tiled", DType::kQ4_0, convert::LayoutChoice::kTiled},
 };
 
+// Converts `source` into the variant's VQF file, named after `stem`, and returns its path.
+std::string ConvertVariant(const convert::SourceModel& source, const std::string& stem, const Variant& v) {
+  convert::ConvertOptions options;
+  options.type = v.dtype;
+  options.layout = v.layout;
+  const std::string path = testing::TempPath(stem + "-" + v.name + ".vqf");
+  const absl::Status status = convert::ConvertModel(source, path, options, nullptr);
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  return path;
+}
+
 // Converts stories260K once per process into the variant's VQF file and returns its path.
 std::string ConvertedStories(const Variant& v) {
   static std::map<std::string, std::string> done;
@@ -60,15 +74,7 @@ std::string ConvertedStories(const Variant& v) {
   const std::string tok = testing::SharedPath("models/stories260K/tok512.bin");
   auto source = convert::LoadLlama2C(bin, tok);
   REQUIRE(source.ok());
-  convert::ConvertOptions options;
-  options.type = v.dtype;
-  options.layout = v.layout;
-  const std::string path = testing::TempPath(std::string("stories260K-") + v.name + ".vqf");
-  const absl::Status status = convert::ConvertModel(*source, path, options, nullptr);
-  INFO(status.ToString());
-  REQUIRE(status.ok());
-  done[v.name] = path;
-  return path;
+  return done[v.name] = ConvertVariant(*source, "stories260K", v);
 }
 
 std::unique_ptr<Model> LoadModel(const std::string& path, const std::string& backend) {
@@ -221,6 +227,33 @@ void CollectStats(const LayerStats& s, void* user) {
   }
 }
 
+// The prompt on each run's thread count and batch size: the last token's logits must be finite
+// and the same bits every time.
+struct Run {
+  int threads, batch;
+};
+void RequireSameLogits(const Model& model, const std::vector<int32_t>& prompt, std::initializer_list<Run> runs,
+                       const std::string& what) {
+  std::vector<float> first;
+  for (const Run& r : runs) {
+    INFO(what << ", " << r.threads << " threads, batches of " << r.batch);
+    SessionOptions options;
+    options.n_threads = r.threads;
+    options.batch_size = r.batch;
+    auto session = Session::Create(model, options);
+    REQUIRE(session.ok());
+    REQUIRE((*session)->Eval(prompt.data(), prompt.size()).ok());
+    const float* l = (*session)->logits();
+    const std::vector<float> logits(l, l + (*session)->vocab_size());
+    REQUIRE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
+    if (first.empty()) {
+      first = logits;
+    } else {
+      REQUIRE(logits == first);
+    }
+  }
+}
+
 // Every per-token step runs on one row at a time (a token's row is never split between threads, and
 // SiLU gating, norms and quantization see whole rows), so the logits must not depend on how many
 // threads share a prompt or how it is cut into batches. The SiLU gating once ran over each thread's
@@ -237,30 +270,10 @@ TEST_CASE("logits do not depend on the thread count or the prompt's batches, on 
   // 64K multiply-adds per thread); 302 tokens split 100/101/101, so the spans' lengths differ.
   std::vector<int32_t> prompt = {1};
   for (int i = 1; i < 302; ++i) prompt.push_back(5 + (37 * i + 11) % 500);
-  struct Run {
-    int threads, batch;
-  };
-  constexpr Run kRuns[] = {{1, 512}, {3, 512}, {2, 7}};
   for (const Variant& v : {kVariants[0], kVariants[4]}) {
     for (const std::string& backend : UsableBackends()) {
-      auto model = LoadModel(ConvertedStories(v), backend);
-      std::vector<float> first;
-      for (const Run& r : kRuns) {
-        INFO(v.name << " on " << backend << ", " << r.threads << " threads, batches of " << r.batch);
-        SessionOptions options;
-        options.n_threads = r.threads;
-        options.batch_size = r.batch;
-        auto session = Session::Create(*model, options);
-        REQUIRE(session.ok());
-        REQUIRE((*session)->Eval(prompt.data(), prompt.size()).ok());
-        const float* l = (*session)->logits();
-        std::vector<float> logits(l, l + (*session)->vocab_size());
-        if (first.empty()) {
-          first = logits;
-        } else {
-          REQUIRE(logits == first);
-        }
-      }
+      RequireSameLogits(*LoadModel(ConvertedStories(v), backend), prompt, {{1, 512}, {3, 512}, {2, 7}},
+                        std::string(v.name) + " on " + backend);
     }
   }
 }
@@ -279,36 +292,11 @@ TEST_CASE("fully quantized synthetic model: logits the same for every thread cou
   REQUIRE(source.ok());
   std::vector<int32_t> prompt = {1};
   for (int i = 1; i < 150; ++i) prompt.push_back(3 + (53 * i + 17) % 500);
-  struct Run {
-    int threads, batch;
-  };
-  constexpr Run kRuns[] = {{1, 512}, {3, 512}, {2, 7}, {2, 64}, {1, 1}};
   for (const Variant& v : {kVariants[1], kVariants[2], kVariants[3], kVariants[4]}) {
-    convert::ConvertOptions options;
-    options.type = v.dtype;
-    options.layout = v.layout;
-    const std::string path = testing::TempPath(std::string("tiny-") + v.name + ".vqf");
-    REQUIRE(convert::ConvertModel(*source, path, options, nullptr).ok());
+    const std::string path = ConvertVariant(*source, "tiny", v);
     for (const std::string& backend : UsableBackends()) {
-      auto model = LoadModel(path, backend);
-      std::vector<float> first;
-      for (const Run& r : kRuns) {
-        INFO(v.name << " on " << backend << ", " << r.threads << " threads, batches of " << r.batch);
-        SessionOptions session_options;
-        session_options.n_threads = r.threads;
-        session_options.batch_size = r.batch;
-        auto session = Session::Create(*model, session_options);
-        REQUIRE(session.ok());
-        REQUIRE((*session)->Eval(prompt.data(), prompt.size()).ok());
-        const float* l = (*session)->logits();
-        std::vector<float> logits(l, l + (*session)->vocab_size());
-        for (float x : logits) REQUIRE(std::isfinite(x));
-        if (first.empty()) {
-          first = logits;
-        } else {
-          REQUIRE(logits == first);
-        }
-      }
+      RequireSameLogits(*LoadModel(path, backend), prompt, {{1, 512}, {3, 512}, {2, 7}, {2, 64}, {1, 1}},
+                        std::string(v.name) + " on " + backend);
     }
   }
 }
