@@ -64,8 +64,7 @@ void RunPackedStripChunk() {
 uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks) {
   using Weights = TiledQ4_0x4;
   constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
-  constexpr int64_t kStep = G * kRows * Weights::kRowBlockBytes;         // bytes of a block step
-  const int64_t lead = kLeadBytes / kStep > 0 ? kLeadBytes / kStep : 1;  // as DecodeGroups' tile order
+  constexpr int64_t lead = kTileOrderLead<Weights, G>;  // block steps, as DecodeGroups' tile order
   const __m512i nibbles = _mm512_set1_epi8(0x0f), a = _mm512_set1_epi32(0x01020304);
   __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
   for (int64_t r0 = 0; r0 + G * kRows <= rows; r0 += G * kRows) {

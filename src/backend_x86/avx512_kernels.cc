@@ -285,6 +285,11 @@ enum class PrefetchOrder {
 // order: 2.3 KB 2-10% below, 3.5 KB within 7% either way, 4.6-16 KB 3-22% above, 7-8 KB the most
 // (Q8_0 at 6.5 KB +7-13%); bench/README.md.
 constexpr int64_t kLeadBytes = 8192;
+// That lead in block steps of G 16-row groups (at least one).
+template <typename Weights, int G>
+constexpr int64_t kTileOrderLead = kLeadBytes / (G * kRows * Weights::kRowBlockBytes) > 0
+                                       ? kLeadBytes / (G * kRows * Weights::kRowBlockBytes)
+                                       : 1;
 
 // Streams per order: the sweep keeps memory busy with one Q8_0 group (544 bytes a block, against
 // Q4_0's 288), 2-5% faster than two in that order.
@@ -298,7 +303,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
   constexpr int64_t kSweepStep = kRows * Weights::kRowBlockBytes;
   // The tile order's lead in blocks, and where it starts: block `ahead_block` of the rows
   // `ahead_rows` after each group's first (a whole number of G-group steps on).
-  constexpr int64_t kLead = kLeadBytes / (G * kSweepStep) > 0 ? kLeadBytes / (G * kSweepStep) : 1;
+  constexpr int64_t kLead = kTileOrderLead<Weights, G>;
   int64_t ahead_rows = G * kRows * (kLead / blocks), ahead_block = kLead % blocks;
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
