@@ -19,6 +19,7 @@
 #include "format/dtype.h"
 #include "format/layout.h"
 #include "platform/huge_page_buffer.h"
+#include "platform/read_streams.h"
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
 #include "avx512_strip_tile_bench.h"
 #endif
@@ -162,6 +163,20 @@ void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype,
   }
   state.counters["GOPS"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * 2.0 * kColumns * kRows * kTokens / 1e9, benchmark::Counter::kIsRate);
+}
+
+// What one core reads from memory in the same run as the gemv cases, over as many bytes as the
+// 2048 x 151936 Q4_0 matrix (175 MB, huge pages), in kestrel-bench's probe loops (`streams` parts
+// side by side, with or without a prefetch 32 KB ahead in each): the decode kernels' GB/s beside it.
+void BenchReadStreams(benchmark::State& state, int streams, bool prefetch) {
+  const size_t bytes = DTypeRowBytes(DType::kQ4_0, 2048) * 151936;
+  HugePageBuffer buffer = AllocateOrAbort(bytes, true);
+  auto* words = reinterpret_cast<uint64_t*>(buffer.data());
+  for (size_t i = 0; i < bytes / 8; i += 512) words[i] = i;  // every page touched
+  size_t read = 0;
+  for (auto _ : state) benchmark::DoNotOptimize(ReadStreams(words, bytes / 8, streams, prefetch, &read));
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(read) / 1e9,
+                                              benchmark::Counter::kIsRate);
 }
 
 // Portable code (not a kernel table entry): the session runs it once per quantized input.
@@ -405,6 +420,14 @@ void RegisterAll() {
       ->Unit(benchmark::kMicrosecond);
   benchmark::RegisterBenchmark("fill_q4_0_offsets/64x192", BenchFillQ4_0Offsets, int64_t{64}, int64_t{192})
       ->Unit(benchmark::kMicrosecond);
+  for (int streams : {1, 2, 4}) {
+    for (bool prefetch : {false, true}) {
+      benchmark::RegisterBenchmark(
+          ("memory_read/175MB/streams" + std::to_string(streams) + (prefetch ? "/prefetch" : "")).c_str(),
+          BenchReadStreams, streams, prefetch)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
   struct Case {
     DType dtype;
     Layout layout;

@@ -26,6 +26,7 @@
 #include "format/vqf_spec.h"
 #include "format/vqf_writer.h"
 #include "platform/huge_page_buffer.h"
+#include "platform/read_streams.h"
 #include "platform/scratch_arena.h"
 #include "test_support.h"
 
@@ -1180,6 +1181,29 @@ TEST_CASE("HugePageBuffer: aligned, zeroed, writable, movable", "[vqf][residence
   auto empty = HugePageBuffer::Allocate(0);
   REQUIRE(empty.ok());
   CHECK(empty->data() == nullptr);
+}
+
+// The bandwidth probe's loop: it must read every word it counts, once, and count what it reads.
+TEST_CASE("ReadStreams: sums exactly the words it counts as read", "[vqf][residence]") {
+  // Odd lengths leave remainders under 8 words per stream, which the loop leaves unread.
+  for (size_t words : {size_t{0}, size_t{7}, size_t{64}, size_t{1000}, size_t{12345}}) {
+    std::vector<uint64_t> data(words);
+    for (size_t i = 0; i < words; ++i) data[i] = (i * 2654435761u) ^ (i << 40);
+    for (int streams : {1, 2, 4}) {
+      for (bool prefetch : {false, true}) {
+        INFO(words << " words, " << streams << " streams, prefetch " << prefetch);
+        const size_t part = words / streams / 8 * 8;
+        uint64_t expected = 0;
+        for (int s = 0; s < streams; ++s) {
+          for (size_t i = 0; i < part; ++i) expected += data[s * part + i];
+        }
+        size_t read = 12345;
+        CHECK(ReadStreams(data.data(), words, streams, prefetch, &read) == expected);
+        CHECK(read == part * streams * sizeof(uint64_t));
+        CHECK(words - read / 8 < size_t{8} * streams);
+      }
+    }
+  }
 }
 
 TEST_CASE("ScratchArena: arrays aligned, zeroed, apart, on huge pages when large", "[vqf][residence]") {

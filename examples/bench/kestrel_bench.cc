@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "decoder/model.h"
 #include "decoder/session.h"
+#include "platform/read_streams.h"
 
 namespace {
 
@@ -99,7 +100,10 @@ class BandwidthProbe {
   // experiment one thread here read 10.4-10.8 GB/s without it and 8.8-10.2 with it, and the
   // prefetching probe alone gave a limit that one-thread decode exceeded, up to 110%), and each
   // thread reading 1, 2 or 4 streams at once (the Q8_0 decode kernel reads 4 row groups at once,
-  // which took one thread to 104-110% of the one- and two-stream limits).
+  // which took one thread to 104-110% of the one- and two-stream limits). The loop is the one
+  // function the kernels bench's memory_read cases also run (ReadStreams); a copy inlined here read
+  // 3-23% less than it, same instructions but for where the captured values were kept
+  // (bench/README.md, twenty-fifth session), and a probe that reads less flatters the fraction.
   double Measure(int threads, int reps) {
     double best = 0;
     for (int rep = 0; rep < reps; ++rep) {
@@ -118,22 +122,9 @@ class BandwidthProbe {
     for (int t = 0; t < threads; ++t) {
       pool.emplace_back([&, t] {
         const size_t begin = size_ * t / threads, end = size_ * (t + 1) / threads;
-        // The thread's share as `streams` equal parts read side by side, one cache line of each per
-        // step; the prefetching loop runs 32 KB ahead in each, as the decode kernels do.
-        const size_t part = (end - begin) / streams / 8 * 8;
-        uint64_t a = 0, b = 0, c = 0, d = 0;
-        for (size_t i = 0; i + 8 <= part; i += 8) {
-          for (int s = 0; s < streams; ++s) {
-            const uint64_t* line = data_ + begin + s * part + i;
-            if (prefetch) __builtin_prefetch(line + 4096);
-            a += line[0] + line[4];
-            b += line[1] + line[5];
-            c += line[2] + line[6];
-            d += line[3] + line[7];
-          }
-        }
-        sink += a + b + c + d;
-        bytes += part * streams * sizeof(uint64_t);  // a remainder under 8 * streams values is left
+        size_t read = 0;
+        sink += kestrel::ReadStreams(data_ + begin, end - begin, streams, prefetch, &read);
+        bytes += read;
       });
     }
     for (auto& th : pool) th.join();
