@@ -101,9 +101,9 @@ class BandwidthProbe {
   // prefetching probe alone gave a limit that one-thread decode exceeded, up to 110%), and each
   // thread reading 1, 2 or 4 streams at once (the Q8_0 decode kernel reads 4 row groups at once,
   // which took one thread to 104-110% of the one- and two-stream limits). The loop is the one
-  // function the kernels bench's memory_read cases also run (ReadStreams); a copy inlined here read
-  // 3-23% less than it, same instructions but for where the captured values were kept
-  // (bench/README.md, twenty-fifth session), and a probe that reads less flatters the fraction.
+  // function the kernels bench's memory_read cases also run (ReadStreams), which read 3-23% more
+  // than a copy inlined here, same instructions but for where the captured values were kept
+  // (bench/README.md, twenty-fifth session); a probe that reads less flatters the fraction.
   double Measure(int threads, int reps) {
     double best = 0;
     for (int rep = 0; rep < reps; ++rep) {
