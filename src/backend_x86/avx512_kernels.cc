@@ -296,39 +296,51 @@ constexpr int64_t kTileOrderLead = kLeadBytes / (G * kRows * Weights::kRowBlockB
 template <typename Weights, PrefetchOrder kOrder>
 constexpr int kDecodeStreams = (kOrder == PrefetchOrder::kSweep && Weights::kRowBlockBytes > 18) ? 1 : 2;
 
-template <typename Weights, PrefetchOrder kOrder, int G>
-void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_rows, const BlockQ8_0* a,
+// G adjacent 16-row groups from r0 (n_rows of them in a lone group when not kWhole). One weight
+// pointer steps a block at a time: each tile's unit is that pointer plus a multiple of the tile
+// stride, and the tile orders' prefetch a fixed offset from it (for kTiles `near`, then `far` once
+// the lead passes the rows' last block and moves to the next groups' tiles), so a block step
+// computes no addresses. Against the earlier form, which computed every unit's address from (row,
+// block) and parked those values in vector registers, one thread read 1-16% faster in the tile
+// order (Q4_0; Q8_0 -1-5%) and the sweep up to 16% (paired runs, bench/README.md).
+template <typename Weights, PrefetchOrder kOrder, int G, bool kWhole = true>
+void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a,
                   const int32_t* sums, const float* a_scale, float* y) {
-  constexpr bool kMarked = kOrder == PrefetchOrder::kTiles && G == kDecodeStreams<Weights, kOrder>;
+  constexpr int kTiles = kRows / Weights::kTileRows;  // tiles per group
   constexpr int64_t kSweepStep = kRows * Weights::kRowBlockBytes;
-  // The tile order's lead in blocks, and where it starts: block `ahead_block` of the rows
-  // `ahead_rows` after each group's first (a whole number of G-group steps on).
-  constexpr int64_t kLead = kTileOrderLead<Weights, G>;
-  int64_t ahead_rows = G * kRows * (kLead / blocks), ahead_block = kLead % blocks;
+  const int n_tiles = (n_rows + Weights::kTileRows - 1) / Weights::kTileRows;
+  const int64_t stride = blocks * Weights::kUnitBytes;
+  int64_t near = G * kTiles * stride, far = near, turn = blocks;  // kNextGroup: the next G groups' block b
+  if constexpr (kOrder == PrefetchOrder::kTiles) {
+    constexpr int64_t kLead = kTileOrderLead<Weights, G>;
+    near = (kLead / blocks) * G * kTiles * stride + (kLead % blocks) * Weights::kUnitBytes;
+    far = near + (G * kTiles - 1) * stride;
+    turn = blocks - kLead % blocks;  // the first block whose lead lies in the next groups
+  }
+  const uint8_t* unit = Weights::Group(data, blocks, r0, 0, 0);  // tile 0 of group 0 at block b
+  const uint8_t* next = unit + G * kTiles * stride;              // the sweep's region: the groups after these
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
-    if constexpr (kMarked) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
+  const auto step = [&](int64_t b, int64_t ahead) {
     const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
     const __m512 as = _mm512_set1_ps(a_scale[b]);
     for (int g = 0; g < G; ++g) {
       // The empty asm hides that every group reads the same activation block, so each group
       // broadcasts its own words instead of GCC hoisting 8 broadcast registers over all groups:
-      // per group most broadcasts fold into VPDPBUSD's memory operand, and the block step's
-      // general-register spills to xmm drop from 25 to 13. The hoisted form decoded 10% slower at
-      // one thread (Q4_0; Q8_0 3%; paired runs, bench/README.md).
+      // per group most broadcasts fold into VPDPBUSD's memory operand. With addresses computed
+      // per block, hoisting them spilled general registers and decoded 10% slower at one thread
+      // (Q4_0; Q8_0 3%; paired runs, bench/README.md).
       const BlockQ8_0* ab = a + b;
       __asm__("" : "+r"(ab));
+      const uint8_t* group = unit + g * kTiles * stride;
       if constexpr (kOrder == PrefetchOrder::kSweep) {
-        const uint8_t* next = data + (r0[g] + G * kRows) * blocks * Weights::kRowBlockBytes;  // its first byte
-        for (int64_t at = (b * kSweepStep) & ~int64_t{63}; at < (b + 1) * kSweepStep; at += 64) PrefetchLine(next + at);
-      } else if constexpr (kOrder == PrefetchOrder::kTiles) {
-        Weights::Prefetch(data, blocks, r0[g] + ahead_rows, kRows, ahead_block);
+        const uint8_t* region = next + g * kTiles * stride;
+        for (int64_t at = (b * kSweepStep) & ~int64_t{63}; at < (b + 1) * kSweepStep; at += 64) PrefetchLine(region + at);
       } else {
-        Weights::Prefetch(data, blocks, r0[g] + G * kRows, kRows, b);
+        Weights::PrefetchAt(group + ahead, stride, kTiles);
       }
       WeightBlock w;
-      Weights::Load(data, blocks, r0[g], n_rows, b, &w);
+      Weights::LoadAt(group, stride, kWhole ? kTiles : n_tiles, &w);
       // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
       __m512i low = offset, high = _mm512_setzero_si512();
       for (int k = 0; k < 4; ++k) {
@@ -338,10 +350,17 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r0, int n_
       const __m512 scale = _mm512_mul_ps(w.scale, as);
       acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
     }
-    if (++ahead_block == blocks) ahead_block = 0, ahead_rows += G * kRows;
+    unit += Weights::kUnitBytes;
+  };
+  constexpr bool kMarked = kOrder == PrefetchOrder::kTiles && G == kDecodeStreams<Weights, kOrder> && kWhole;
+  int64_t b = 0;
+  for (; b < turn; ++b) {
+    if constexpr (kMarked) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
+    step(b, near);
     if constexpr (kMarked) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
   }
-  for (int g = 0; g < G; ++g) StoreRows(y + r0[g], acc[g], n_rows);
+  for (; b < blocks; ++b) step(b, far);
+  for (int g = 0; g < G; ++g) StoreRows(y + r0 + g * kRows, acc[g], kWhole ? kRows : n_rows);
 }
 
 template <typename Weights, PrefetchOrder kOrder>
@@ -350,13 +369,12 @@ void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float
   constexpr int G = kDecodeStreams<Weights, kOrder>;
   const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
   for (int64_t i = 0; i < steps; ++i) {
-    int64_t r0[G];
-    for (int g = 0; g < G; ++g) r0[g] = row_begin + kRows * (G * i + g);
-    DecodeGroups<Weights, kOrder, G>(data, blocks, r0, kRows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+    DecodeGroups<Weights, kOrder, G>(data, blocks, row_begin + kRows * G * i, kRows, x.q8_0, x.q8_0_sums,
+                                     x.q8_0_scales, y);
   }
   for (int64_t r = row_begin + kRows * G * steps; r < row_end; r += kRows) {
     const int n_rows = static_cast<int>(row_end - r < kRows ? row_end - r : kRows);
-    DecodeGroups<Weights, kOrder, 1>(data, blocks, &r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+    DecodeGroups<Weights, kOrder, 1, false>(data, blocks, r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
   }
 }
 

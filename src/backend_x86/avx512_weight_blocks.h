@@ -94,27 +94,33 @@ struct TiledQ4_0x4 {
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
-  // Tile t of the 16 rows from r0 at block b: 4 rows' f16 scales, then their 64 bytes of quants.
+  static constexpr int kTileRows = 4, kUnitBytes = 72;  // a tile's block: 4 rows' f16 scales, then their 64 bytes of quants
+  // Tile t of the 16 rows from r0 at block b. Tile t's unit is tile 0's plus t * blocks * kUnitBytes,
+  // which the *At forms below take as (unit0, stride), so that decode can step one pointer.
   static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t r0, int t, int64_t b) {
     return data + ((r0 / 4 + t) * blocks + b) * 72;
   }
   template <bool kToL2 = false>  // into L1, or only into L2
-  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    for (int t = 0; t * 4 < n_rows; ++t) {
-      const uint8_t* group = Group(data, blocks, r0, t, b);
+  static void PrefetchAt(const uint8_t* unit0, int64_t stride, int n_tiles) {
+    for (int t = 0; t < n_tiles; ++t) {
+      const uint8_t* group = unit0 + t * stride;
       PrefetchLine<kToL2>(group);  // a 72-byte group spans at most two lines
       PrefetchLine<kToL2>(group + 71);
     }
   }
+  template <bool kToL2 = false>
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    PrefetchAt<kToL2>(Group(data, blocks, r0, 0, b), blocks * 72, (n_rows + 3) / 4);
+  }
   // Block b of the 16 rows as VPDPBUSD operands still packed: chunk[k] lane i holds bytes 4k..4k+3
   // of row i's quants (low nibbles elements 4k.., high nibbles 16+4k..), *scales the 16 f16 d_w.
-  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
-                         __m512i* chunk) {
+  // Tiles from n_tiles on read as zero.
+  static void LoadChunksAt(const uint8_t* unit0, int64_t stride, int n_tiles, __m256i* scales_out, __m512i* chunk) {
     __m512i tile[4];
     long long scales[4];
     for (int t = 0; t < 4; ++t) {
-      if (t * 4 < n_rows) {
-        const uint8_t* group = Group(data, blocks, r0, t, b);
+      if (t < n_tiles) {
+        const uint8_t* group = unit0 + t * stride;
         std::memcpy(&scales[t], group, 8);
         tile[t] = _mm512_loadu_si512(group + 8);
       } else {
@@ -132,12 +138,19 @@ struct TiledQ4_0x4 {
     chunk[2] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0));
     chunk[3] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1));
   }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
+                         __m512i* chunk) {
+    LoadChunksAt(Group(data, blocks, r0, 0, b), blocks * 72, (n_rows + 3) / 4, scales_out, chunk);
+  }
+  static void LoadAt(const uint8_t* unit0, int64_t stride, int n_tiles, WeightBlock* out) {
     __m256i scales;
     __m512i chunk[4];
-    LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+    LoadChunksAt(unit0, stride, n_tiles, &scales, chunk);
     out->scale = HalvesToFloat(scales);
     SplitNibbles(chunk, out);
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    LoadAt(Group(data, blocks, r0, 0, b), blocks * 72, (n_rows + 3) / 4, out);
   }
   // The packed block (kPackedBlockBytes) moved straight from the tiles: lane k of tile t (16 bytes)
   // is lane t of chunk k, and tile t's four scales are bytes 8t.. of the first line. LoadChunks' 64-byte loads
@@ -242,19 +255,28 @@ struct TiledQ8_0x8 {
   static constexpr int32_t kZeroPoint = 128;
   static constexpr int kRowBlockBytes = 34;  // bytes per row and block; rows r.. of a block start at r * blocks * this
   static constexpr bool kTiled = true;
+  static constexpr int kTileRows = 8, kUnitBytes = 272;  // a tile's block: 8 f16 scales, then 256 bytes of quants
+  // Tile t of the 16 rows from r0 at block b; as in TiledQ4_0x4, tile t's unit is tile 0's plus t * stride.
+  static const uint8_t* Group(const uint8_t* data, int64_t blocks, int64_t r0, int t, int64_t b) {
+    return data + ((r0 / 8 + t) * blocks + b) * 272;
+  }
   template <bool kToL2 = false>  // into L1, or only into L2
-  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
-    for (int t = 0; t * 8 < n_rows; ++t) {
-      const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
+  static void PrefetchAt(const uint8_t* unit0, int64_t stride, int n_tiles) {
+    for (int t = 0; t < n_tiles; ++t) {
+      const uint8_t* group = unit0 + t * stride;
       for (int line = 0; line < 5; ++line) PrefetchLine<kToL2>(group + 64 * line);  // 272 bytes span at most 5 lines
     }
   }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+  template <bool kToL2 = false>
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    PrefetchAt<kToL2>(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8);
+  }
+  static void LoadAt(const uint8_t* unit0, int64_t stride, int n_tiles, WeightBlock* out) {
     __m512i part[2][4];
     __m128i scales[2];
     for (int t = 0; t < 2; ++t) {
-      if (t * 8 < n_rows) {
-        const uint8_t* group = data + ((r0 / 8 + t) * blocks + b) * 272;
+      if (t < n_tiles) {
+        const uint8_t* group = unit0 + t * stride;
         scales[t] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(group));
         for (int q = 0; q < 4; ++q) part[t][q] = _mm512_loadu_si512(group + 16 + q * 64);
       } else {
@@ -268,6 +290,9 @@ struct TiledQ8_0x8 {
       for (int h = 0; h < 2; ++h) chunk[2 * q + h] = Pick(part[0][q], kQ8TiledPick[h], part[1][q]);
     }
     BiasQ8(chunk, out);
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    LoadAt(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8, out);
   }
 };
 
