@@ -300,9 +300,10 @@ constexpr int kDecodeStreams = (kOrder == PrefetchOrder::kSweep && Weights::kRow
 // pointer steps a block at a time: each tile's unit is that pointer plus a multiple of the tile
 // stride, and the tile orders' prefetch a fixed offset from it (for kTiles `near`, then `far` once
 // the lead passes the rows' last block and moves to the next groups' tiles), so a block step
-// computes no addresses. Against the earlier form, which computed every unit's address from (row,
-// block) and parked those values in vector registers, one thread read 1-16% faster in the tile
-// order (Q4_0; Q8_0 -1-5%) and the sweep up to 16% (paired runs, bench/README.md).
+// computes no addresses. The earlier form computed every unit's address from (row, block) and
+// parked those values in vector registers; against it one thread took 0.87-0.99 of the time in the
+// tile order (Q4_0, eight paired runs; Q8_0 0.95-1.01), and llvm-mca's Intel models count 42
+// cycles a block step instead of 61 (Q4_0; Q8_0 42 instead of 58; bench/README.md, x86-mca.md).
 template <typename Weights, PrefetchOrder kOrder, int G, bool kWhole = true>
 void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a,
                   const int32_t* sums, const float* a_scale, float* y) {
@@ -329,7 +330,8 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
       // broadcasts its own words instead of GCC hoisting 8 broadcast registers over all groups:
       // per group most broadcasts fold into VPDPBUSD's memory operand. With addresses computed
       // per block, hoisting them spilled general registers and decoded 10% slower at one thread
-      // (Q4_0; Q8_0 3%; paired runs, bench/README.md).
+      // (Q4_0; Q8_0 3%); with the stepped pointer both forms read the same (paired medians
+      // 0.97-1.02; bench/README.md).
       const BlockQ8_0* ab = a + b;
       __asm__("" : "+r"(ab));
       const uint8_t* group = unit + g * kTiles * stride;
