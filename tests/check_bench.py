@@ -81,6 +81,12 @@ def check_json(text, backend, kv):
             spread = e.get("bandwidth_fraction_stddev", 0.0)
             if not (0.5 < fraction / expected < 2.0 or abs(fraction - expected) <= 3 * spread):
                 raise AssertionError(f"bandwidth_fraction {fraction} does not match tokens/s / limit in {e}")
+            # The fastest probe loop's median pass cannot exceed the best pass, run by run, so decode's
+            # fraction of it is at least its fraction of the limit.
+            median = positive(e, "read_bandwidth_median_gbps")
+            of_median = positive(e, "bandwidth_fraction_of_median")
+            if median > e["read_bandwidth_gbps"] * (1 + 1e-6) or of_median < fraction * (1 - 1e-6):
+                raise AssertionError(f"median bandwidth {median} or fraction of it {of_median} inconsistent in {e}")
         elif "bandwidth_fraction" in e:
             raise AssertionError(f"prefill result has a bandwidth fraction: {e}")
     print(f"ok   json: {len(entries)} results, backend {entries[0]['backend']}")
