@@ -431,11 +431,12 @@ int main(int argc, char** argv) {
     std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: | ---: | --- | --- |\n");
     for (const Result& r : results) {
       char bandwidth[32] = "", fraction[32] = "";
-      if (r.bandwidth_gbps > 0) std::snprintf(bandwidth, sizeof(bandwidth), "%.1f GB/s", r.bandwidth_gbps);
       if (r.fraction > 0) {
         std::snprintf(fraction, sizeof(fraction), "%.0f%% ± %.0f", 100.0 * r.fraction, 100.0 * r.fraction_stddev);
         std::snprintf(bandwidth, sizeof(bandwidth), "%.1f (median %.1f) GB/s", r.bandwidth_gbps,
                       r.median_bandwidth_gbps);
+      } else if (r.bandwidth_gbps > 0) {
+        std::snprintf(bandwidth, sizeof(bandwidth), "%.1f GB/s", r.bandwidth_gbps);
       }
       std::printf("| %s | %.2f GiB | %.2f B | %s | %d | %s | %.2f ± %.2f | %s | %s | %s | %s |\n", name.c_str(),
                   size_gib, params / 1e9, (*model)->backend().name, r.threads, r.test.c_str(), r.mean, r.stddev,
