@@ -227,8 +227,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   const int64_t blocks = columns / kQuantBlockSize;
   // For a prompt's products only: a decode step's one token gains nothing from a table.
   const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0;
-  auto job = [&](int i, int parts) {
-    const auto [begin, end] = SplitRange(n, i, parts, 1);
+  auto job = [&](int64_t begin, int64_t end, int /*part*/) {
     for (int64_t t = begin; t < end; ++t) {
       float* row = x + t * columns;
       if (step == RowStep::kAddResidual) {
@@ -253,7 +252,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
       FillQ4_0Offsets(qx_sums_.data(), blocks, n, q4_0_offset_run_, begin, end, qx_q4_0_offsets_.data());
     }
   };
-  Spread(int64_t{n} * columns * 4, job);  // prefill's many rows, not one decode row
+  SpreadChunks(n, int64_t{n} * columns * 4, job);  // prefill's many rows, not one decode row
   if (quantize) {
     input_.q8_0 = qx_.data();
     input_.q8_0_sums = qx_sums_.data();
@@ -395,8 +394,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     uint8_t* k_layer = k_cache_.data() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
     uint8_t* v_layer = v_cache_.data() + static_cast<size_t>(layer) * context_length_ * kv_dim * kv_elem;
     // Per token: biases, Q/K norms, RoPE and the KV cache rows; tokens are independent.
-    auto qk_job = [&](int part, int parts) {
-      const auto [begin, end] = SplitRange(n, part, parts, 1);
+    auto qk_job = [&](int64_t begin, int64_t end, int /*part*/) {
       for (int32_t t = static_cast<int32_t>(begin); t < end; ++t) {
         const bool has_q = t >= from;
         float* q = q_.data() + t * q_dim;
@@ -431,24 +429,25 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
         }
       }
     };
-    Spread(int64_t{n} * (q_dim + 2 * kv_dim) * 8, qk_job);
+    SpreadChunks(n, int64_t{n} * (q_dim + 2 * kv_dim) * 8, qk_job);
     other_done();
 
     // Attention: every (token, KV head) pair is independent; causal over positions 0..pos0+t. The
     // `group` query heads that share a KV head go to the kernel together, so it reads each key and
     // value row once for all of them; in a prompt, so do two consecutive tokens where the backend
-    // takes them together (attention_tokens). Threads take the (tokens, KV head) items in turn rather
-    // than in contiguous halves: a token's cost grows with its position, and halves gave the second
-    // thread 3x the first's work in a 64-token prefill (attention ran 1.1x faster on two threads
-    // than on one).
+    // takes them together (attention_tokens). Items are numbered head by head, so each thread's
+    // share is whole KV heads (the same work each, though a token's cost grows with its position;
+    // contiguous halves of the tokens gave the second thread 3x the first's work), and a thread that
+    // finishes first takes the other's last items (SpreadChunks).
     const auto attention_start = Clock::now();
     const int32_t tokens_per_item = rows > 1 && k.attention_tokens != nullptr ? kTokensPerAttentionCall : 1;
-    const int64_t items = int64_t{(rows + tokens_per_item - 1) / tokens_per_item} * c.n_kv_heads;
-    auto attention_job = [&](int i, int parts) {
-      float* scores = scores_.data() + static_cast<size_t>(i) * kTokensPerAttentionCall * group * context_length_;
-      for (int64_t p = i; p < items; p += parts) {
-        const int32_t t = from + static_cast<int32_t>(p / c.n_kv_heads) * tokens_per_item;
-        const int32_t g = static_cast<int32_t>(p % c.n_kv_heads);
+    const int64_t steps = (rows + tokens_per_item - 1) / tokens_per_item;  // items per KV head
+    const int64_t items = steps * c.n_kv_heads;
+    auto attention_job = [&](int64_t begin, int64_t end, int part) {
+      float* scores = scores_.data() + static_cast<size_t>(part) * kTokensPerAttentionCall * group * context_length_;
+      for (int64_t p = begin; p < end; ++p) {
+        const int32_t t = from + static_cast<int32_t>(p % steps) * tokens_per_item;
+        const int32_t g = static_cast<int32_t>(p / steps);
         const size_t kv_offset = static_cast<size_t>(g) * context_length_ * hd * kv_elem;
         const int64_t first_head = int64_t{g} * group;
         const float* q = q_.data() + t * q_dim + first_head * hd;
@@ -463,7 +462,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
         }
       }
     };
-    Spread(int64_t{rows} * c.n_heads * (pos0 + n) * hd * 2, attention_job);
+    SpreadChunks(items, int64_t{rows} * c.n_heads * (pos0 + n) * hd * 2, attention_job);
     timings_.role_seconds[static_cast<size_t>(TimingRole::kAttention)] += Since(attention_start);
     if (auto s = CheckFinite(attn_.data() + from * q_dim, rows * q_dim, layer, "attention"); !s.ok()) return s;
 

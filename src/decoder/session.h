@@ -109,6 +109,25 @@ class Session {
       job(0, 1);
     }
   }
+  // Runs fn(begin, end, part) over [0, n) in chunks on Parts(multiply_adds) threads, handed out by
+  // rows_: each thread walks its own contiguous share, then takes what is left at the back of the
+  // other's. Why not fixed halves: on the shared host one vCPU often runs 20-50% slower than the
+  // other for a while, and with fixed halves the per-token passes and attention waited for it
+  // (bench/README.md). `part` indexes per-thread scratch.
+  template <typename Fn>
+  void SpreadChunks(int64_t n, int64_t multiply_adds, Fn& fn) {
+    const int parts = Parts(multiply_adds);
+    if (parts == 1 || n < 2) {
+      fn(int64_t{0}, n, 0);
+      return;
+    }
+    rows_.Plan(n, parts, kPassChunksPerThread);
+    auto job = [&](int part, int /*parts*/) {
+      RowScheduler::Chunk c{};
+      while (rows_.Next(part, &c)) fn(c.begin, c.end, part);
+    };
+    pool_.Run(job);
+  }
   // What PrepareInput first does to each of its rows, in the same pass. Row by row, so a kernel's
   // tail handling falls on the same elements whatever the thread count or batching (SiLU over a
   // thread's whole span made AVX2 logits depend on the thread count); one pool job instead of two
@@ -134,6 +153,8 @@ class Session {
   // quarter, RowScheduler): enough for a slow thread to hand work over, few enough that per-call
   // set-up in the kernels stays negligible.
   static constexpr int kChunksPerThread = 8;
+  // The same for SpreadChunks' passes over tokens and attention items.
+  static constexpr int kPassChunksPerThread = 8;
   RowScheduler rows_;
   // Per thread: seconds from a product's start to its job's start, and to its last chunk's end.
   std::vector<double> part_start_, part_finish_;
