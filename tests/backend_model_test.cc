@@ -267,7 +267,8 @@ TEST_CASE("logits do not depend on the thread count or the prompt's batches, on 
           "[backends][model]") {
   if (!testing::HaveShared("models/stories260K/stories260K.bin")) return;
   // Long enough that every per-token job is spread over three threads (the pool is used from
-  // 64K multiply-adds per thread); 302 tokens split 100/101/101, so the spans' lengths differ.
+  // 64K multiply-adds per thread); 302 tokens go out in chunks of different lengths (SpreadChunks:
+  // 100/101/101-token shares, 13-token chunks, then 4-token ones, taken by whichever thread is free).
   std::vector<int32_t> prompt = {1};
   for (int i = 1; i < 302; ++i) prompt.push_back(5 + (37 * i + 11) % 500);
   for (const Variant& v : {kVariants[0], kVariants[4]}) {
