@@ -138,8 +138,8 @@ class Session {
     kSiluGate,     // x = silu(x) * up_ (x is gate_)
   };
   // The input of the next products: x itself (after `step`), or with `norm`, RMSNorm(x) with that
-  // weight (into xn_); quantized to Q8_0 blocks when `quantize`. Spread over the pool by tokens for
-  // prefill.
+  // weight (into xn_); quantized to Q8_0 blocks when `quantize`. Spread over the pool in chunks of
+  // tokens for prefill (SpreadChunks).
   void PrepareInput(float* x, int32_t n, int64_t columns, bool quantize, RowStep step = RowStep::kNone);
   void PrepareInput(float* x, const float* norm, int32_t n, int64_t columns, bool quantize,
                     RowStep step = RowStep::kNone);
