@@ -246,25 +246,6 @@ TEST_CASE("thread pool: jobs dispatched just as workers go to sleep are not lost
   CHECK(ran.load() == 1500 * 3);
 }
 
-TEST_CASE("SplitRange covers [0, n) with aligned, disjoint parts", "[threads]") {
-  for (int64_t n : {0, 1, 7, 8, 100, 1001}) {
-    for (int parts : {1, 2, 3, 7}) {
-      for (int64_t align : {1, 4, 8}) {
-        if (n % align != 0) continue;
-        int64_t next = 0;
-        for (int p = 0; p < parts; ++p) {
-          const auto [begin, end] = SplitRange(n, p, parts, align);
-          REQUIRE(begin == next);
-          REQUIRE(begin % align == 0);
-          REQUIRE(end >= begin);
-          next = end;
-        }
-        REQUIRE(next == n);
-      }
-    }
-  }
-}
-
 TEST_CASE("RowScheduler: every row once, owners first, thieves from the back", "[threads]") {
   RowScheduler rows(8);
   SECTION("one thread drains every share: its own from the front, the others' from the back") {

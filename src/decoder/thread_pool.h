@@ -11,7 +11,6 @@
 #include <mutex>
 #include <thread>
 #include <type_traits>
-#include <utility>
 #include <vector>
 
 namespace kestrel {
@@ -56,14 +55,5 @@ class ThreadPool {
   std::atomic<bool> stop_{false};
   alignas(64) std::atomic<int> pending_{0};  // the class's alignment pads the rest of its line
 };
-
-// Splits [0, n) into `parts` contiguous ranges aligned to `align` (except the end) and returns
-// range `part`.
-inline std::pair<int64_t, int64_t> SplitRange(int64_t n, int part, int parts, int64_t align) {
-  const int64_t units = (n + align - 1) / align;
-  const int64_t begin = units * part / parts * align;
-  const int64_t end = units * (part + 1) / parts * align;
-  return {begin < n ? begin : n, end < n ? end : n};
-}
 
 }  // namespace kestrel
