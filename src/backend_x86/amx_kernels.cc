@@ -36,8 +36,8 @@ constexpr int kBlockBytes = 32;       // K per TDPBSSD: one block
 constexpr int64_t kMinTokens = 8;
 
 // Tile registers: two sets, for blocks of even and odd index: C (sums) 0 and 1, A (activations) 2
-// and 3, B (weights) 4 and 5. GCC's tile intrinsics paste the register number into the assembly
-// text, so it is written as a literal in each set's functions below.
+// and 3, B (weights) 4 and 5. The tile instructions take the register number as a compile-time
+// constant, so each set's is chosen in the functions below.
 constexpr int kC0 = 0, kC1 = 1, kA0 = 2, kA1 = 3, kB0 = 4, kB1 = 5;
 
 // The 64-byte operand of LDTILECFG (palette 1).
@@ -81,37 +81,54 @@ void UnpackBlock(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, in
 // A token tile's staged activations: tile[i] is block i of its 16 tokens, 32 bytes a token.
 using TokenTileBytes = const int8_t (*)[kTileTokens][kBlockBytes];
 
+// The tile instructions in inline assembly of our own rather than GCC's intrinsics: its
+// _tile_stored clobbers all of memory, so every object whose address was taken had to live there,
+// and the 16 accumulators of TokenTile went to the stack and back on every block (16 more loads
+// and stores per block beside the tile store's 16). Here each instruction names the memory it
+// reads or writes; volatile keeps the tile instructions in program order among themselves.
+using TileSums = int32_t[kTileTokens][16];
+
+template <int kTile>
+inline void TileZero() {
+  __asm__ volatile("tilezero %%tmm%c0" ::"i"(kTile));
+}
+
+template <int kTile, int kRows, int kRowBytes>
+inline void TileLoad(const void* base) {
+  __asm__ volatile("tileloadd (%1,%2,1), %%tmm%c0" ::"i"(kTile), "r"(base), "r"(static_cast<long>(kRowBytes)),
+                   "m"(*static_cast<const int8_t(*)[kRows * kRowBytes]>(base)));
+}
+
+template <int kC, int kA, int kB>
+inline void TileMultiply() {
+  __asm__ volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" ::"i"(kC), "i"(kA), "i"(kB));
+}
+
+template <int kTile>
+inline void TileStore(TileSums* out) {
+  __asm__ volatile("tilestored %%tmm%c1, (%2,%3,1)" : "=m"(*out) : "i"(kTile), "r"(*out), "r"(64L));
+}
+
 // Set kSet's C tile = its A tile (block i of the tokens) . its B tile (block i of the rows).
 template <int kSet>
 inline void MultiplyBlock(const BTile* w, TokenTileBytes a, int64_t i) {
-  const int8_t* a_block = a[i][0];
-  if constexpr (kSet == 0) {
-    _tile_zero(0);
-    _tile_loadd(2, a_block, kBlockBytes);
-    _tile_loadd(4, w[i].bytes, 64);
-    _tile_dpbssd(0, 2, 4);
-  } else {
-    _tile_zero(1);
-    _tile_loadd(3, a_block, kBlockBytes);
-    _tile_loadd(5, w[i].bytes, 64);
-    _tile_dpbssd(1, 3, 5);
-  }
+  constexpr int c = kSet == 0 ? kC0 : kC1, a_tile = kSet == 0 ? kA0 : kA1, b_tile = kSet == 0 ? kB0 : kB1;
+  TileZero<c>();
+  TileLoad<a_tile, kTileTokens, kBlockBytes>(a[i][0]);
+  TileLoad<b_tile, kBlockBytes / 4, 64>(w[i].bytes);
+  TileMultiply<c, a_tile, b_tile>();
 }
 
 template <int kSet>
-inline void StoreSums(int32_t (*sums)[16]) {
-  if constexpr (kSet == 0) {
-    _tile_stored(0, sums, 64);
-  } else {
-    _tile_stored(1, sums, 64);
-  }
+inline void StoreSums(TileSums* sums) {
+  TileStore<kSet == 0 ? kC0 : kC1>(sums);
 }
 
 // acc[t] += float(sums[t]) * (d_w * d_a[t]) for one block: the reference's rounding, a multiply
 // and then an add.
 // a_scale[t]: token t's d_a for this block, kChunkBlocks floats apart (a constant offset each).
 template <int kTokens>
-inline void ScaleBlock(__m512* acc, const float* w_scale, const float* a_scale, const int32_t (*sums)[16]) {
+inline void ScaleBlock(__m512* acc, const float* w_scale, const float* a_scale, const TileSums& sums) {
   const __m512 ws = _mm512_load_ps(w_scale);
 #pragma GCC unroll 16
   for (int t = 0; t < kTokens; ++t) {
@@ -127,23 +144,42 @@ inline void ScaleBlock(__m512* acc, const float* w_scale, const float* a_scale, 
 template <int kTokens>
 void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, TokenTileBytes a,
                const float (*a_scale)[kChunkBlocks], bool first, float* y, int64_t y_stride, int n_rows) {
+  // Every loop over acc is unrolled, so it is indexed by constants only and can stay in registers.
   __m512 acc[kTokens];
+#pragma GCC unroll 16
   for (int t = 0; t < kTokens; ++t) acc[t] = first ? _mm512_setzero_ps() : LoadRows(y + t * y_stride, n_rows);
-  // Block i's sums go to sums[i % 4]; they are scaled one block later, while the tile unit works
-  // on the next product: scaling right after the store waited on it (1.3-1.6x slower alone).
-  alignas(64) int32_t sums[4][kTileTokens][16];
-  const auto scale = [&](int64_t i) { ScaleBlock<kTokens>(acc, w_scale[i], &a_scale[0][i], sums[i % 4]); };
+  // Even blocks' sums go to sums[0], odd ones' to sums[1]; each block is scaled one block later,
+  // while the tile unit works on the next product: scaling right after the store waited on it
+  // (1.3-1.6x slower alone). Branch-free in the steady state, and acc is named by constants only.
+  alignas(64) TileSums sums[2];
   MultiplyBlock<0>(w, a, 0);
-  for (int64_t i = 0; i < n; i += 2) {
-    if (i + 1 < n) MultiplyBlock<1>(w, a, i + 1);
-    StoreSums<0>(sums[i % 4]);
-    if (i > 0) scale(i - 1);
-    if (i + 1 >= n) break;
-    if (i + 2 < n) MultiplyBlock<0>(w, a, i + 2);
-    StoreSums<1>(sums[(i + 1) % 4]);
-    scale(i);
+  if (n == 1) {
+    StoreSums<0>(&sums[0]);
+    ScaleBlock<kTokens>(acc, w_scale[0], &a_scale[0][0], sums[0]);
+  } else {
+    MultiplyBlock<1>(w, a, 1);
+    StoreSums<0>(&sums[0]);
+    if (n > 2) MultiplyBlock<0>(w, a, 2);
+    StoreSums<1>(&sums[1]);
+    ScaleBlock<kTokens>(acc, w_scale[0], &a_scale[0][0], sums[0]);
+    int64_t i = 2;  // block i is in the even set's tiles (when i < n), block i - 1's sums in sums[1]
+    for (; i + 1 < n; i += 2) {
+      MultiplyBlock<1>(w, a, i + 1);
+      StoreSums<0>(&sums[0]);
+      ScaleBlock<kTokens>(acc, w_scale[i - 1], &a_scale[0][i - 1], sums[1]);
+      if (i + 2 < n) MultiplyBlock<0>(w, a, i + 2);
+      StoreSums<1>(&sums[1]);
+      ScaleBlock<kTokens>(acc, w_scale[i], &a_scale[0][i], sums[0]);
+    }
+    if (i < n) {
+      StoreSums<0>(&sums[0]);
+      ScaleBlock<kTokens>(acc, w_scale[i - 1], &a_scale[0][i - 1], sums[1]);
+      ScaleBlock<kTokens>(acc, w_scale[i], &a_scale[0][i], sums[0]);
+    } else {
+      ScaleBlock<kTokens>(acc, w_scale[n - 1], &a_scale[0][n - 1], sums[1]);
+    }
   }
-  scale(n - 1);
+#pragma GCC unroll 16
   for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride, acc[t], n_rows);
 }
 
