@@ -239,6 +239,11 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
   for (int64_t t : {31, 32, 33}) all_tokens.push_back(t);  // amx_int8's 16-token tiles: two, and one either side
   const Shape shapes[] = {
       {96, all_tokens},
+      // amx_int8's block loop (two blocks a step, the first three before it): one block, an even
+      // count, and an odd count past one step.
+      {32, {8, 16, 17}},
+      {128, {16}},
+      {32 * 7, {9}},
       {32 * 2107, {1, 3, 9, 17}},
       {32 * 8193, {1, 3}},  // past avx2's 8192-block stack budget: its fallback path
       {64, {300}},          // past avx512_vnni's 256-token chunk
