@@ -140,9 +140,6 @@ inline void ScaleBlock(__m512* acc, const float* w_scale, const float* a_scale, 
   }
 }
 
-// kTokens tokens (rows of the A tile past them are read and ignored) against the n unpacked blocks
-// of one strip chunk. a_scale[t][i]: token t's d_a for the chunk's block i. y: the first token's output at the strip's first row; sums start from zero when
-// `first`, else continue from y (an f32 store and load are exact).
 // Blocks [b_begin, b_end) of the next strip (rows r0 .. r0 + n_rows - 1), to be prefetched while a
 // token tile computes.
 struct StripPrefetch {
@@ -152,13 +149,17 @@ struct StripPrefetch {
   int64_t b_begin, b_end;
 };
 
+// kTokens tokens (rows of the A tile past them are read and ignored) against the n unpacked blocks
+// of one strip chunk. a_scale[t][i]: token t's d_a for the chunk's block i. y: the first token's
+// output at the strip's first row; sums start from zero when `first`, else continue from y (an f32
+// store and load are exact). `next`: what to prefetch of the next strip meanwhile.
 template <int kTokens, typename Weights>
 void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, TokenTileBytes a,
                const float (*a_scale)[kChunkBlocks], bool first, float* y, int64_t y_stride, int n_rows,
                StripPrefetch next) {
   // The next strip's blocks are prefetched a few lines at a time through the block loop: issued
   // together before it (a token tile's share, 64-80 lines), they held the core up until the line
-  // fill buffers freed (kernels bench: 5-15% slower, from memory the most).
+  // fill buffers freed (kernels bench, alternated: up to 15% slower from memory; bench/README.md).
   const int64_t steps = n / 2 > 1 ? n / 2 - 1 : 1, count = next.b_end - next.b_begin;
   int64_t prefetched = 0;
   const auto prefetch_share = [&](int64_t step) {
@@ -207,15 +208,16 @@ void TokenTile(const BTile* w, const float (*w_scale)[16], int64_t n, TokenTileB
   for (int t = 0; t < kTokens; ++t) StoreRows(y + t * y_stride, acc[t], n_rows);
 }
 
-using TokenTileFn = void (*)(const BTile*, const float (*)[16], int64_t, TokenTileBytes,
-                             const float (*)[kChunkBlocks], bool, float*, int64_t, int, StripPrefetch);
+using TokenTileFn = void (*)(const BTile*, const float (*)[16], int64_t, TokenTileBytes, const float (*)[kChunkBlocks],
+                             bool, float*, int64_t, int, StripPrefetch);
 
 template <typename Weights>
 void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,
                  int64_t row_begin, int64_t row_end) {
   static constexpr TokenTileFn kByTokens[kTileTokens] = {
-      TokenTile<1, Weights>,  TokenTile<2, Weights>,  TokenTile<3, Weights>,  TokenTile<4, Weights>,  TokenTile<5, Weights>,  TokenTile<6, Weights>,
-      TokenTile<7, Weights>,  TokenTile<8, Weights>,  TokenTile<9, Weights>,  TokenTile<10, Weights>, TokenTile<11, Weights>, TokenTile<12, Weights>,
+      TokenTile<1, Weights>,  TokenTile<2, Weights>,  TokenTile<3, Weights>,  TokenTile<4, Weights>,
+      TokenTile<5, Weights>,  TokenTile<6, Weights>,  TokenTile<7, Weights>,  TokenTile<8, Weights>,
+      TokenTile<9, Weights>,  TokenTile<10, Weights>, TokenTile<11, Weights>, TokenTile<12, Weights>,
       TokenTile<13, Weights>, TokenTile<14, Weights>, TokenTile<15, Weights>, TokenTile<16, Weights>,
   };
   alignas(64) BTile strip[kChunkBlocks];
