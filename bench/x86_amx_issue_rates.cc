@@ -1,6 +1,8 @@
 // What the amx_int8 prefill loop's parts cost one core, alone and together: the tile unit's
 // TDPBSSD, tile loads and stores, and the AVX-512 scaling of each block's sums (bench/README.md,
-// twenty-ninth session). Standalone (not linked with Kestrel). The unit is compiled with the
+// twenty-ninth session); then what TILESTORED does to other work beside it (fused scaling,
+// arithmetic on registers, plain loads) and the core's clock beside each kind of work (thirtieth
+// session). Standalone (not linked with Kestrel). The unit is compiled with the
 // baseline flags and the loops carry their own target attributes, so nothing runs a tile or
 // AVX-512 instruction before the CPU check; without AMX-INT8 (or the OS's permission for the tile
 // state) it says so and exits. Every figure is nanoseconds per block: one 16-token x 16-row x
@@ -9,6 +11,7 @@
 #include <cpuid.h>
 #include <immintrin.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -76,6 +79,46 @@ KESTREL_AMX_TARGET inline void Scale(__m512* acc, int i, const Sums& sums) {
   }
 }
 
+// The same with the multiply and add fused: 48 instructions instead of 64, but not the reference's
+// rounding (so not what the kernel may do); does the loop's time follow the instruction count?
+KESTREL_AMX_TARGET inline void ScaleFused(__m512* acc, int i, const Sums& sums) {
+  const __m512 ws = _mm512_load_ps(g_w_scale[i % kBlocks]);
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) {
+    const __m512 scale = _mm512_mul_ps(ws, _mm512_set1_ps(g_a_scale[t][i % kBlocks]));
+    acc[t] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, _mm512_load_si512(sums[t])), scale, acc[t]);
+  }
+}
+
+// 48 AVX-512 multiplies and adds on registers only (no memory operand), one chain per accumulator.
+// By 1 and plus 0, hidden from the compiler, so the values stay put (no overflow, no denormals,
+// whose assists would time something else); the empty volatile asm keeps each block's arithmetic
+// in its place among the tile instructions (with no memory operand GCC would move it).
+KESTREL_AMX_TARGET inline void RegisterArithmetic(__m512* acc) {
+  __m512 one = _mm512_set1_ps(1.0f), zero = _mm512_setzero_ps();
+  __asm__("" : "+v"(one), "+v"(zero));
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) {
+    acc[t] = _mm512_mul_ps(_mm512_add_ps(_mm512_mul_ps(acc[t], one), zero), one);
+    __asm__ volatile("" : "+v"(acc[t]));
+  }
+}
+
+// The scaling's 16 64-byte loads of one block's sums and nothing else (kept by the asm).
+KESTREL_AMX_TARGET inline void LoadSums(const Sums& sums) {
+#pragma GCC unroll 16
+  for (int t = 0; t < 16; ++t) __asm__ volatile("vmovdqa64 %0, %%zmm31" ::"m"(sums[t]) : "xmm31");
+}
+
+// A dependent chain of kImuls 64-bit multiplies (3 cycles each on these cores): a clock that runs
+// beside the vector and tile work without sharing their ports.
+template <int kImuls>
+inline void ImulChain(int64_t* x) {
+#pragma GCC unroll 64
+  for (int j = 0; j < kImuls; ++j) __asm__ volatile("imul %0, %0" : "+r"(*x));
+}
+int64_t g_chain;
+
 enum class Loop {
   kMultiplyOnly,      // TDPBSSD into two C tiles in turn (with TILEZERO), nothing loaded or stored
   kStoreOnly,         // TILESTORED of one C tile
@@ -89,18 +132,55 @@ enum class Loop {
   kKernel,            // the kernel loop: the tile work, each block's sums scaled one block later
   kKernelElsewhere,   // the same, but the tile stores go to another page and the scaling reads sums no
                       // tile writes: what reading just-stored sums costs
+  kScaleFusedOnly,    // the scaling with FMA (48 instructions), alone
+  kStoreAndScaleFused,
+  kRegistersOnly,     // 48 multiplies and adds on registers, alone
+  kStoreAndRegisters, // the tile stores beside them: does TILESTORED overlap arithmetic with no memory?
+  kSumLoadsOnly,      // the scaling's 16 loads, alone
+  kStoreAndSumLoads,
+  // A clock: 32 dependent imuls a block (96 cycles, longer than any loop here takes), alone and
+  // beside other work. Beside work that leaves it alone it reads the core's clock during that work;
+  // where it reads slower, the work held up the chain's instructions (the clock itself, or their
+  // issue, stalled).
+  kClockAlone,
+  kClockBesideScaling,  // beside the AVX-512 scaling: heavy 512-bit arithmetic, no tile work
+  kClockBesideStores,   // beside TILESTORED alone
+  kClockBesideKernel,   // beside the kernel loop
 };
+
+// Loops made of one block's work `op(k)` per block, four blocks a step.
+template <Loop kLoop>
+constexpr bool kSimple = kLoop == Loop::kScaleFusedOnly || kLoop == Loop::kStoreAndScaleFused ||
+                         kLoop == Loop::kRegistersOnly || kLoop == Loop::kStoreAndRegisters ||
+                         kLoop == Loop::kSumLoadsOnly || kLoop == Loop::kStoreAndSumLoads ||
+                         kLoop == Loop::kClockAlone || kLoop == Loop::kClockBesideScaling ||
+                         kLoop == Loop::kClockBesideStores;
+constexpr int kClockImuls = 32;
 
 template <Loop kLoop>
 KESTREL_AMX_TARGET __attribute__((noinline)) void Run(int64_t rounds) {
   __m512 acc[16];
 #pragma GCC unroll 16
-  for (int t = 0; t < 16; ++t) acc[t] = _mm512_setzero_ps();
+  for (int t = 0; t < 16; ++t) acc[t] = _mm512_set1_ps(static_cast<float>(t));  // distinct: never merged
+  int64_t chain = g_chain;
   const bool elsewhere = kLoop == Loop::kKernelElsewhere;
   Sums* stored = elsewhere ? g_elsewhere : g_sums;
   for (int64_t r = 0; r < rounds; ++r) {
     for (int i = 0; i < kBlocks; i += 4) {
-      if constexpr (kLoop == Loop::kMultiplyOnly || kLoop == Loop::kMultiplyAndScale) {
+      if constexpr (kSimple<kLoop>) {
+        constexpr bool kStore = kLoop == Loop::kStoreAndScaleFused || kLoop == Loop::kStoreAndRegisters ||
+                                kLoop == Loop::kStoreAndSumLoads || kLoop == Loop::kClockBesideStores;
+        constexpr bool kClock = kLoop == Loop::kClockAlone || kLoop == Loop::kClockBesideScaling ||
+                                kLoop == Loop::kClockBesideStores;
+        for (int k = 0; k < 4; ++k) {
+          if (kStore) Store<0>(&g_elsewhere[k & 1]);
+          if (kLoop == Loop::kScaleFusedOnly || kLoop == Loop::kStoreAndScaleFused) ScaleFused(acc, i + k, g_sums[k & 1]);
+          if (kLoop == Loop::kRegistersOnly || kLoop == Loop::kStoreAndRegisters) RegisterArithmetic(acc);
+          if (kLoop == Loop::kSumLoadsOnly || kLoop == Loop::kStoreAndSumLoads) LoadSums(g_sums[k & 1]);
+          if (kLoop == Loop::kClockBesideScaling) Scale(acc, i + k, g_sums[k & 1]);
+          if (kClock) ImulChain<kClockImuls>(&chain);
+        }
+      } else if constexpr (kLoop == Loop::kMultiplyOnly || kLoop == Loop::kMultiplyAndScale) {
         Zero<0>();
         Multiply<0, 4, 6>();
         if (kLoop == Loop::kMultiplyAndScale) Scale(acc, i, g_sums[0]);
@@ -140,24 +220,28 @@ KESTREL_AMX_TARGET __attribute__((noinline)) void Run(int64_t rounds) {
         Product<2>(i + 6);
         Store<3>(&g_elsewhere[1]);
       } else {
-        // kTiles, kKernel, kKernelElsewhere: the kernel's order (amx_kernels.cc TokenTile), block i + 1's
-        // product issued, block i's sums stored, block i - 1's scaled.
+        // kTiles, kKernel, kKernelElsewhere, kClockBesideKernel: the kernel's order (amx_kernels.cc
+        // TokenTile), block i + 1's product issued, block i's sums stored, block i - 1's scaled.
         const bool scale = kLoop != Loop::kTiles;
+        const bool clock = kLoop == Loop::kClockBesideKernel;
         const Sums& even = elsewhere ? g_sums[0] : stored[0];
         const Sums& odd = elsewhere ? g_sums[1] : stored[1];
         for (int k = 0; k < 4; k += 2) {
           Product<1>(i + k + 1);
           Store<0>(&stored[0]);
           if (scale) Scale(acc, i + k + kBlocks - 1, odd);
+          if (clock) ImulChain<kClockImuls>(&chain);
           Product<0>(i + k + 2);
           Store<1>(&stored[1]);
           if (scale) Scale(acc, i + k, even);
+          if (clock) ImulChain<kClockImuls>(&chain);
         }
       }
     }
   }
 #pragma GCC unroll 16
   for (int t = 0; t < 16; ++t) _mm512_storeu_ps(g_out + 16 * t, acc[t]);
+  g_chain = chain;
 }
 
 template <Loop kLoop>
@@ -248,21 +332,38 @@ int main() {
       {"tile work, 4 C tiles in rotation", NanosecondsPerBlock<Loop::kTilesFourC>},
       {"kernel loop (tiles + scaling)", NanosecondsPerBlock<Loop::kKernel>},
       {"kernel loop, sums read not just stored", NanosecondsPerBlock<Loop::kKernelElsewhere>},
+      {"scaling with FMA (48 instructions), alone", NanosecondsPerBlock<Loop::kScaleFusedOnly>},
+      {"TILESTORED and FMA scaling together", NanosecondsPerBlock<Loop::kStoreAndScaleFused>},
+      {"48 AVX-512 ops on registers, alone", NanosecondsPerBlock<Loop::kRegistersOnly>},
+      {"TILESTORED and those 48 together", NanosecondsPerBlock<Loop::kStoreAndRegisters>},
+      {"the scaling's 16 loads, alone", NanosecondsPerBlock<Loop::kSumLoadsOnly>},
+      {"TILESTORED and the 16 loads together", NanosecondsPerBlock<Loop::kStoreAndSumLoads>},
+  };
+  // The clock rows: 96 cycles a block of the imul chain, so GHz = 96 / ns.
+  const Row clocks[] = {
+      {"imul chain alone", NanosecondsPerBlock<Loop::kClockAlone>},
+      {"imul chain beside the AVX-512 scaling", NanosecondsPerBlock<Loop::kClockBesideScaling>},
+      {"imul chain beside TILESTORED", NanosecondsPerBlock<Loop::kClockBesideStores>},
+      {"imul chain beside the kernel loop", NanosecondsPerBlock<Loop::kClockBesideKernel>},
   };
   // The best of three rounds over the whole list: on a shared host a neighbour's work (the tile unit
   // may be shared with another hardware thread) doubled single figures for whole seconds at a time.
   constexpr int kRows = sizeof(rows) / sizeof(rows[0]);
-  double best[kRows];
+  constexpr int kClocks = sizeof(clocks) / sizeof(clocks[0]);
+  double best[kRows], best_clock[kClocks];
   for (double& b : best) b = 1e30;
+  for (double& b : best_clock) b = 1e30;
   for (int round = 0; round < 3; ++round) {
-    for (int r = 0; r < kRows; ++r) {
-      const double ns = rows[r].measure();
-      if (ns < best[r]) best[r] = ns;
-    }
+    for (int r = 0; r < kRows; ++r) best[r] = std::min(best[r], rows[r].measure());
+    for (int r = 0; r < kClocks; ++r) best_clock[r] = std::min(best_clock[r], clocks[r].measure());
   }
   std::printf("%-42s %8s %8s\n", "loop", "ns/block", "GOPS");
   for (int r = 0; r < kRows; ++r) {
     std::printf("%-42s %8.2f %8.0f\n", rows[r].name, best[r], 2.0 * 16 * 16 * 32 / best[r]);
+  }
+  std::printf("\n%-42s %8s %8s\n", "clock (96 imul cycles a block)", "ns/block", "GHz");
+  for (int r = 0; r < kClocks; ++r) {
+    std::printf("%-42s %8.2f %8.2f\n", clocks[r].name, best_clock[r], 3.0 * kClockImuls / best_clock[r]);
   }
   ReleaseTiles();
   std::printf("(checksum %g)\n", static_cast<double>(g_out[5]));
