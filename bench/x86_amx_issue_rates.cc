@@ -148,7 +148,7 @@ enum class Loop {
   kClockBesideKernel,   // beside the kernel loop
 };
 
-// Loops made of one block's work `op(k)` per block, four blocks a step.
+// Loops of per-block work with no product (optionally beside a tile store), four blocks a step.
 template <Loop kLoop>
 constexpr bool kSimple = kLoop == Loop::kScaleFusedOnly || kLoop == Loop::kStoreAndScaleFused ||
                          kLoop == Loop::kRegistersOnly || kLoop == Loop::kStoreAndRegisters ||

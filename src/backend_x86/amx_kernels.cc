@@ -8,10 +8,12 @@
 // so each TDPBSSD covers one block (K = 32): C (16 tokens x 16 rows, int32) = A (16 tokens x 32
 // activation bytes) . B (32 bytes x 16 rows, in the VNNI order the AVX-512 loaders already
 // produce). The tile unit does the 8192 byte products; AVX-512 then converts, scales and adds the
-// 256 sums (4 instructions per 16). That scaling and the tile store of the sums, which it cannot
-// overlap, bound this loop; the products and tile loads hide under the scaling (measured part by
-// part with kestrel-x86-amx-issue-rates, bench/README.md). Blocks alternate between two sets of
-// tile registers, so one block's product runs while the previous one's sums are scaled.
+// 256 sums (4 instructions per 16). The tile store of the sums and that scaling bound this loop:
+// the store holds up the scaling's loads (its per-token d_a broadcasts most), so the two take about
+// as long as they would one after the other, whether the scaling has 64 instructions or 48 fused
+// ones; the products and tile loads hide under the scaling (measured part by part with
+// kestrel-x86-amx-issue-rates, bench/README.md). Blocks alternate between two sets of tile
+// registers, so one block's product runs while the previous one's sums are scaled.
 //
 // For each chunk of blocks, the activations of up to 64 tokens are copied into tile order, then
 // each 16-row strip's blocks are unpacked once into signed bytes (a stack buffer in L1) that every
