@@ -21,25 +21,25 @@ cmake -S . -B build-ci -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON -
 cmake --build build-ci -j "$jobs"
 ctest --test-dir build-ci -j "$jobs" --output-on-failure
 
-phase "AVX-512 instructions only in avx512_vnni and amx_int8 code, AVX-VNNI only in avx_vnni code, AMX only in amx_int8 code"
+phase "AVX-512 instructions only in avx512_vnni and amx_* code, AVX-VNNI only in avx_vnni code, AMX only in amx_int8 and amx_bf16 code"
 # Every function that touches a zmm, opmask or upper-16 vector register, or runs VPDPBUSD, must
-# belong to the avx512_vnni backend or to amx_int8 (which needs everything avx512_vnni does), whose
+# belong to the avx512_vnni backend or to amx_int8 or amx_bf16 (which need everything avx512_vnni does), whose
 # code runs only after their CPUID checks (anything else is a SIGILL on AVX2-only CPUs); the SIMDe
 # build (avx512_vnni_simde) must have none. The one exception: the VEX form of VPDPBUSD (AVX-VNNI),
 # in avx_vnni functions only, and nothing else of AVX-512's there. Tile instructions (AMX) belong
-# to amx_int8 alone. The units compiled with AVX-512, AVX-VNNI or AMX flags must define no weak
+# to amx_int8 and amx_bf16 alone. The units compiled with AVX-512, AVX-VNNI or AMX flags must define no weak
 # (shared inline or template) symbol that the linker could pick for other code, and no static
 # initializer.
 objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
   /^[0-9a-f]+ <.*>:$/ { fn = $0; next }
   /%tmm[0-7]|ldtilecfg|tilerelease/ {
-    if (fn ~ /kestrel::amx_int8::/) { amx = 1; next }
+    if (fn ~ /kestrel::amx_(int8|bf16)::/) { amx = 1; next }
     if (!(fn in seen)) printf "error: AMX instruction in %s\n", fn
     seen[fn] = bad = 1
   }
   /\{vex\} vpdpbusd/ && fn ~ /kestrel::avx_vnni::/ { vex_vnni = 1; next }
   /%zmm|%k[0-7]|%[xy]mm(1[6-9]|2[0-9]|3[01])|vpdpbusd/ {
-    if (fn ~ /kestrel::(avx512_vnni|amx_int8)::/) { found = 1; next }
+    if (fn ~ /kestrel::(avx512_vnni|amx_int8|amx_bf16)::/) { found = 1; next }
     if (!(fn in seen)) printf "error: AVX-512 instruction in %s\n", fn
     seen[fn] = bad = 1
   }
@@ -51,7 +51,7 @@ objdump -d --no-show-raw-insn --demangle build-ci/capi/libkestrel.so | awk '
   }'
 # The units compiled with the AVX-512 or AVX-VNNI flags (the SIMDe twins are named avx512_simde_*).
 isa_objects=()
-for unit in avx512_kernels avx512_attention avx512_activations avx_vnni_kernels amx_kernels; do
+for unit in avx512_kernels avx512_attention avx512_activations avx_vnni_kernels amx_kernels amx_bf16_kernels; do
   object=$(find build-ci -name "$unit.cc.o" | head -n 1)
   [ -n "$object" ] || { echo "error: no object for $unit.cc in build-ci" >&2; exit 1; }
   isa_objects+=("$object")
@@ -70,7 +70,7 @@ for isa_object in "${isa_objects[@]}"; do
     exit 1
   fi
 done
-echo "ok: AVX-512 instructions only in avx512_vnni and amx_int8 functions, AVX-VNNI only in avx_vnni ones, AMX only in amx_int8 ones; no weak symbols or static initializers in ${isa_objects[*]}"
+echo "ok: AVX-512 instructions only in avx512_vnni and amx_* functions, AVX-VNNI only in avx_vnni ones, AMX only in amx_int8 and amx_bf16 ones; no weak symbols or static initializers in ${isa_objects[*]}"
 
 phase "x86 CPU models under qemu: Haswell (avx2), SandyBridge and Nehalem (generic)"
 bash scripts/test-x86-cpus.sh build-ci

@@ -228,12 +228,17 @@ void CollectStats(const LayerStats& s, void* user) {
 }
 
 // The prompt on each run's thread count and batch size: the last token's logits must be finite
-// and the same bits every time.
+// and the same bits every time. The one exception: a backend whose prompt products are bf16
+// (KernelTable::f32_to_bf16; amx_bf16) takes that path only for batches of bf16_min_tokens or
+// more, so runs cut into different batches agree within that rounding (below) and runs with the
+// same batches, on any thread count, bit for bit.
 struct Run {
   int threads, batch;
 };
 void RequireSameLogits(const Model& model, const std::vector<int32_t>& prompt, std::initializer_list<Run> runs,
                        const std::string& what) {
+  const bool bf16_prompts = model.backend().kernels->f32_to_bf16 != nullptr;
+  std::map<int, std::vector<float>> first_of_batch;
   std::vector<float> first;
   for (const Run& r : runs) {
     INFO(what << ", " << r.threads << " threads, batches of " << r.batch);
@@ -246,11 +251,23 @@ void RequireSameLogits(const Model& model, const std::vector<int32_t>& prompt, s
     const float* l = (*session)->logits();
     const std::vector<float> logits(l, l + (*session)->vocab_size());
     REQUIRE(std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); }));
-    if (first.empty()) {
-      first = logits;
-    } else {
+    if (first.empty()) first = logits;
+    if (!bf16_prompts) {
       REQUIRE(logits == first);
+      continue;
     }
+    auto [same_batch, added] = first_of_batch.emplace(r.batch, logits);
+    if (!added) REQUIRE(logits == same_batch->second);
+    // bf16 against Q8_0 activations, through every layer: the largest difference measured was
+    // 1.4% of the largest logit's magnitude on stories260K (Q4_0) and 2.8% on the synthetic model
+    // below (Q8_0, random weights); a wrong product is off by far more.
+    float scale = 0, diff = 0;
+    for (size_t i = 0; i < logits.size(); ++i) {
+      scale = std::max(scale, std::fabs(first[i]));
+      diff = std::max(diff, std::fabs(logits[i] - first[i]));
+    }
+    INFO("largest difference " << diff << ", largest logit magnitude " << scale);
+    REQUIRE(diff <= 0.05f * std::max(scale, 1.0f));
   }
 }
 

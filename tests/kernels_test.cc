@@ -132,6 +132,11 @@ struct Input {
   Input& operator=(const Input&) = delete;
 };
 
+// Whether b computes quantized products of this many tokens in bf16 (KernelTable::f32_to_bf16).
+bool Bf16Prompt(const Backend& b, int64_t tokens) {
+  return b.kernels->f32_to_bf16 != nullptr && tokens > 1 && tokens >= b.kernels->bf16_min_tokens;
+}
+
 void RunMatmul(const Backend& b, const MatrixView& w, const Activations& x, std::vector<float>* y, int splits) {
   y->assign(static_cast<size_t>(x.n_tokens * w.rows), std::numeric_limits<float>::quiet_NaN());
   const int tile = LayoutTileRows(w.layout);
@@ -266,6 +271,8 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
           ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
         }
         for (int64_t tokens : shape.tokens) {
+          // A backend's bf16 prompt products are not exact: the test below bounds them.
+          if (Bf16Prompt(*b, tokens)) continue;
           INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
                        << " tokens " << tokens);
           Input input(xf, xq, tokens, columns);
@@ -297,6 +304,113 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
           }
           FasterPath::ForceForTesting(-1);
         }
+      }
+    }
+  }
+}
+
+// Backends whose prompt products are bf16 (KernelTable::f32_to_bf16): each weight (q * d_w) and
+// each activation is rounded to bf16 (relative error at most 2^-9 each), products summed in f32.
+// Bound: |y - exact| <= sum|w x| * (2^-8 + (columns + 8) * 1.2e-7), where exact is the
+// double-precision product of the dequantized weights and the f32 activations. A wrong scale,
+// row, token or block would be off by a sizeable fraction of sum|w x|. With the activations
+// rounded by the session (Activations::bf16, padded rows) and by the kernel itself.
+TEST_CASE("bf16 prompt products agree with a double-precision product within bf16 rounding", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  bool ran = false;
+  for (const Backend* b : CompiledBackends()) {
+    if (b->kernels->f32_to_bf16 == nullptr) continue;
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
+      continue;
+    }
+    ran = true;
+    const int64_t min_tokens = std::max<int64_t>(2, b->kernels->bf16_min_tokens);
+    // One and several 16-token tiles past the minimum, a 64-token chunk and one token either side,
+    // and several chunks.
+    const std::vector<int64_t> token_counts = {min_tokens, min_tokens + 1, 47, 48, 63, 64, 65, 130};
+    for (const MatmulCase& c : kMatmulCases) {
+      if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
+      for (int64_t columns : {32, 96, 544, 2080}) {
+        for (int64_t rows : {int64_t{LayoutTileRows(c.layout)}, int64_t{16}, int64_t{40}, int64_t{72}}) {
+          if (rows % LayoutTileRows(c.layout) != 0) continue;
+          TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 7 + rows));
+          const int64_t max_tokens = token_counts.back();
+          const auto xf = RandomVector(static_cast<size_t>(columns * max_tokens), 29, 2.0f);
+          std::vector<BlockQ8_0> xq(static_cast<size_t>(columns / 32 * max_tokens));
+          for (int64_t t = 0; t < max_tokens; ++t) {
+            ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
+          }
+          // As the session lays them out: rows 64 bytes longer than columns, 16 readable rows more.
+          const int64_t stride = columns + 32;
+          std::vector<uint16_t> rounded(static_cast<size_t>((max_tokens + 16) * stride), 0x7fc0);  // NaN padding
+          for (int64_t t = 0; t < max_tokens; ++t) {
+            b->kernels->f32_to_bf16(xf.data() + t * columns, rounded.data() + t * stride, columns);
+          }
+          for (int64_t tokens : token_counts) {
+            Input input(xf, xq, tokens, columns);
+            Activations with_bf16 = input.x;
+            with_bf16.bf16 = rounded.data();
+            with_bf16.bf16_stride = stride;
+            for (const Activations& x : {input.x, with_bf16}) {
+              for (int splits : {1, 3}) {
+                std::vector<float> got;
+                RunMatmul(*b, m.view, x, &got, splits);
+                double worst = 0;  // the largest error as a share of its bound
+                for (int64_t t = 0; t < tokens; ++t) {
+                  for (int64_t r = 0; r < rows; ++r) {
+                    double expected = 0, magnitude = 0;
+                    for (int64_t i = 0; i < columns; ++i) {
+                      const double p = double{m.dequantized[r * columns + i]} * xf[t * columns + i];
+                      expected += p;
+                      magnitude += std::fabs(p);
+                    }
+                    const double tolerance = 1e-6 + magnitude * (1.0 / 256 + (columns + 8) * 1.2e-7);
+                    const double error = std::fabs(double{got[t * rows + r]} - expected);
+                    worst = std::max(worst, std::isnan(error) ? 1e30 : error / tolerance);
+                    if (error <= tolerance) continue;
+                    INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x"
+                                 << rows << " tokens " << tokens << " session-rounded " << (x.bf16 != nullptr)
+                                 << " splits " << splits << " token " << t << " row " << r);
+                    REQUIRE(error <= tolerance);
+                  }
+                }
+                REQUIRE(worst <= 1.0);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  if (!ran) WARN("SKIPPED: no backend with bf16 prompt products runs on this CPU");
+}
+
+// f32_to_bf16 against a scalar rounding (nearest even on the top 16 bits; NaN stays NaN), for
+// lengths around a register's 32 values.
+TEST_CASE("f32_to_bf16 rounds to nearest even", "[kernels][conformance]") {
+  for (const Backend* b : CompiledBackends()) {
+    if (b->kernels->f32_to_bf16 == nullptr || !b->cpu_supports()) continue;
+    for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 64, 100}) {
+      auto x = RandomVector(static_cast<size_t>(n), static_cast<uint32_t>(n + 5), 100.0f);
+      x[0] = std::numeric_limits<float>::quiet_NaN();
+      if (n > 2) x[1] = -std::numeric_limits<float>::infinity(), x[2] = 1.0f + 1.0f / 256;  // a tie: to even (1.0)
+      std::vector<uint16_t> out(static_cast<size_t>(n) + 1, 0xabcd);
+      b->kernels->f32_to_bf16(x.data(), out.data(), n);
+      REQUIRE(out[static_cast<size_t>(n)] == 0xabcd);  // nothing written past n
+      for (int64_t i = 0; i < n; ++i) {
+        INFO(b->name << " n=" << n << " i=" << i);
+        uint32_t bits;
+        std::memcpy(&bits, &x[static_cast<size_t>(i)], 4);
+        if (std::isnan(x[static_cast<size_t>(i)])) {
+          uint32_t back = uint32_t{out[static_cast<size_t>(i)]} << 16;
+          float f;
+          std::memcpy(&f, &back, 4);
+          REQUIRE(std::isnan(f));
+          continue;
+        }
+        const uint32_t rounded = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
+        REQUIRE(out[static_cast<size_t>(i)] == static_cast<uint16_t>(rounded));
       }
     }
   }

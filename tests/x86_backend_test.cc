@@ -50,6 +50,10 @@ bool CompilerSaysAmxInt8() {
   return CompilerSaysAvx512Vnni() && __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-int8");
 }
 
+bool CompilerSaysAmxBf16() {
+  return CompilerSaysAmxInt8() && __builtin_cpu_supports("amx-bf16") && __builtin_cpu_supports("avx512bf16");
+}
+
 std::string ExpectedBackend() {
   const char* env = std::getenv("KESTREL_EXPECT_BACKEND");
   return env != nullptr ? env : "";
@@ -69,13 +73,16 @@ TEST_CASE("x86: CPU checks agree with the compiler's CPU detection", "[x86]") {
   const Backend* amx = FindBackend("amx_int8");
   REQUIRE(amx != nullptr);
   CHECK(amx->cpu_supports() == CompilerSaysAmxInt8());
+  const Backend* amx_bf16 = FindBackend("amx_bf16");
+  REQUIRE(amx_bf16 != nullptr);
+  CHECK(amx_bf16->cpu_supports() == CompilerSaysAmxBf16());
   if (const Backend* simde = FindBackend("avx512_vnni_simde"); simde != nullptr) {
     // The emulation runs wherever AVX2 does.
     CHECK(simde->cpu_supports() == avx2->cpu_supports());
   }
 }
 
-TEST_CASE("x86: automatic selection prefers amx_int8, then avx512_vnni, avx_vnni, avx2, never the SIMDe build", "[x86]") {
+TEST_CASE("x86: automatic selection prefers amx_bf16, then amx_int8, avx512_vnni, avx_vnni, avx2, never the SIMDe build", "[x86]") {
   const Backend* generic = FindBackend("generic");
   const Backend* avx2 = FindBackend("avx2");
   const Backend* avx_vnni = FindBackend("avx_vnni");
@@ -88,6 +95,9 @@ TEST_CASE("x86: automatic selection prefers amx_int8, then avx512_vnni, avx_vnni
   const Backend* amx = FindBackend("amx_int8");
   REQUIRE(amx != nullptr);
   REQUIRE(amx->priority > avx512->priority);
+  const Backend* amx_bf16 = FindBackend("amx_bf16");
+  REQUIRE(amx_bf16 != nullptr);
+  REQUIRE(amx_bf16->priority > amx->priority);
   REQUIRE(avx_vnni->priority > avx2->priority);
   REQUIRE(avx2->priority > generic->priority);
   const Backend* simde = FindBackend("avx512_vnni_simde");
@@ -97,7 +107,8 @@ TEST_CASE("x86: automatic selection prefers amx_int8, then avx512_vnni, avx_vnni
   }
   auto best = SelectBackend("");
   REQUIRE(best.ok());
-  const std::string from_features = amx->cpu_supports()        ? "amx_int8"
+  const std::string from_features = amx_bf16->cpu_supports() ? "amx_bf16"
+                                    : amx->cpu_supports()        ? "amx_int8"
                                     : avx512->cpu_supports()     ? "avx512_vnni"
                                     : avx_vnni->cpu_supports() ? "avx_vnni"
                                     : avx2->cpu_supports()     ? "avx2"
@@ -114,7 +125,7 @@ TEST_CASE("x86: automatic selection prefers amx_int8, then avx512_vnni, avx_vnni
 }
 
 TEST_CASE("x86: forcing a backend the CPU lacks is refused, not run", "[x86]") {
-  for (const char* name : {"avx2", "avx_vnni", "avx512_vnni", "amx_int8"}) {
+  for (const char* name : {"avx2", "avx_vnni", "avx512_vnni", "amx_int8", "amx_bf16"}) {
     DYNAMIC_SECTION(name) {
       const Backend* backend = FindBackend(name);
       REQUIRE(backend != nullptr);

@@ -38,6 +38,11 @@ struct Activations {
   // is the one it asked for (KernelTable::q4_0_offset_run).
   const int32_t* q4_0_offsets = nullptr;
   int64_t q4_0_offset_run = 0;
+  // Optional (nullptr: a kernel that wants them rounds f32 itself): the rows of f32 rounded to
+  // bf16 by KernelTable::f32_to_bf16, bf16_stride elements apart, for backends that ask for them.
+  // Rows past n_tokens, up to n_tokens + 15, are readable (their contents are ignored).
+  const uint16_t* bf16 = nullptr;
+  int64_t bf16_stride = 0;
 };
 
 struct KernelTable {
@@ -95,6 +100,11 @@ struct KernelTable {
   // Optional (0: none): the run of blocks in which `matmul` would like Activations::q4_0_offsets
   // for a prompt's Q4_0 products. Results are the same with or without them.
   int64_t q4_0_offset_run = 0;
+  // Optional (nullptr: none): for a backend whose prompt products read Activations::bf16, rounds
+  // n values to bf16 (nearest even; NaN stays NaN). The session then fills bf16 for the quantized
+  // products of prompts of at least bf16_min_tokens tokens.
+  void (*f32_to_bf16)(const float* x, uint16_t* out, int64_t n) = nullptr;
+  int64_t bf16_min_tokens = 0;
 };
 
 }  // namespace kestrel

@@ -22,6 +22,9 @@ const Backend& GetBackend();
 namespace amx_int8 {
 const Backend& GetBackend();
 }
+namespace amx_bf16 {
+const Backend& GetBackend();
+}
 #endif
 #if defined(KESTREL_WITH_SIMDE_BACKENDS)
 namespace avx512_vnni_simde {
@@ -45,6 +48,7 @@ const std::vector<const Backend*>& CompiledBackends() {
       &avx_vnni::GetBackend(),
       &avx512_vnni::GetBackend(),
       &amx_int8::GetBackend(),
+      &amx_bf16::GetBackend(),
 #endif
 #if defined(KESTREL_WITH_SIMDE_BACKENDS)
       &avx512_vnni_simde::GetBackend(),  // test only, never picked automatically (priority 1)

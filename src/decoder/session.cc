@@ -23,6 +23,9 @@ using Clock = std::chrono::steady_clock;
 // Prompt tokens per attention_tokens call; each thread's scores_ share holds that many tokens'
 // scores (the kernel table's contract asks for room for two).
 constexpr int32_t kTokensPerAttentionCall = 2;
+// Elements past a bf16 row's end (64 bytes), so that rows of 2048 or 6144 columns are not a multiple of
+// 4 KB apart (a tile load of 16 such rows would fall in one L1 set).
+constexpr int64_t kBf16Pad = 32;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -43,6 +46,7 @@ Activations RowsFrom(const Activations& a, int64_t from) {
     rows.q8_0_scales += from * blocks;
     rows.q4_0_offsets = nullptr;  // laid out for all the rows; the kernel works out its own
   }
+  if (rows.bf16 != nullptr) rows.bf16 += from * a.bf16_stride;
   rows.n_tokens = a.n_tokens - from;
   return rows;
 }
@@ -124,6 +128,9 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   scratch_.Add(&qx_, q8_blocks);
   scratch_.Add(&qx_sums_, q8_blocks);
   scratch_.Add(&qx_scales_, q8_blocks);
+  // bf16 rows 64 bytes longer than the widest input (so that tile rows are not 4 KB apart), and 16
+  // rows more than a batch (Activations::bf16).
+  if (model.backend().kernels->f32_to_bf16 != nullptr) scratch_.Add(&xbf_, (b + 16) * (widest + static_cast<size_t>(kBf16Pad)));
   // The Q4_0 offsets table, where the backend reads one and some product has Q4_0 weights.
   q4_0_offset_run_ = model.backend().kernels->q4_0_offset_run;
   bool any_q4_0 = false;
@@ -227,6 +234,8 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   const int64_t blocks = columns / kQuantBlockSize;
   // For a prompt's products only: a decode step's one token gains nothing from a table.
   const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0;
+  const bool bf16 = quantize && k.f32_to_bf16 != nullptr && n >= k.bf16_min_tokens && n > 1;
+  const int64_t bf16_stride = columns + kBf16Pad;
   auto job = [&](int64_t begin, int64_t end, int /*part*/) {
     for (int64_t t = begin; t < end; ++t) {
       float* row = x + t * columns;
@@ -243,6 +252,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
       } else if (quantize) {
         k.quantize_q8_0(input + t * columns, qx_.data() + t * blocks, columns);
       }
+      if (bf16) k.f32_to_bf16(input + t * columns, xbf_.data() + t * bf16_stride, columns);
     }
     if (quantize && k.quantize_q8_0_summarized == nullptr) {
       SummarizeQ8_0Blocks(qx_.data() + begin * blocks, (end - begin) * blocks, qx_sums_.data() + begin * blocks,
@@ -260,6 +270,10 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
     if (q4_0_offsets) {
       input_.q4_0_offsets = qx_q4_0_offsets_.data();
       input_.q4_0_offset_run = q4_0_offset_run_;
+    }
+    if (bf16) {
+      input_.bf16 = xbf_.data();
+      input_.bf16_stride = bf16_stride;
     }
   }
 }
