@@ -93,8 +93,28 @@ inline __m512i PairToBf16(__m512 a, __m512 b) {
 }
 
 // Block b of 16 rows (rows past n_rows zero) dequantized into B order: w = (q - zero point) * d_w.
+// Q4_0: a nibble's value as a float is looked up (VPERMPS reads only an index's low 4 bits, so
+// one shift finds each nibble): 3 instructions per 16 values where converting takes 4.
 template <typename Weights>
 inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, BTile* out) {
+  if constexpr (Weights::kZeroPoint == 8) {
+    __m256i scales;
+    __m512i chunk[4];  // lane n of chunk[k]: bytes 4k..4k+3 of row n (low nibbles 4k.., high 16+4k..)
+    Weights::LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+    const __m512 d = HalvesToFloat(scales);
+    const __m512 value = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    const auto element = [&](int k, int shift) {
+      return _mm512_mul_ps(_mm512_permutexvar_ps(_mm512_srli_epi32(chunk[k], shift), value), d);
+    };
+    for (int k = 0; k < 4; ++k) {
+      // Pairs (4k, 4k+1) and (4k+2, 4k+3) from the low nibbles, the same from the high ones (+16).
+      _mm512_store_si512(out->pair[2 * k], PairToBf16(element(k, 0), element(k, 8)));
+      _mm512_store_si512(out->pair[2 * k + 1], PairToBf16(element(k, 16), element(k, 24)));
+      _mm512_store_si512(out->pair[8 + 2 * k], PairToBf16(element(k, 4), element(k, 12)));
+      _mm512_store_si512(out->pair[8 + 2 * k + 1], PairToBf16(element(k, 20), element(k, 28)));
+    }
+    return;
+  }
   WeightBlock w;
   Weights::Load(data, blocks, r0, n_rows, b, &w);
   const __m512i zero_point = _mm512_set1_epi8(static_cast<char>(Weights::kZeroPoint));
