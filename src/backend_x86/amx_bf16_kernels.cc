@@ -92,7 +92,7 @@ inline __m512i PairToBf16(__m512 a, __m512 b) {
   return _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), halves);
 }
 
-// Block b of 16 rows (rows past n_rows zero) dequantized into B order: w = (q - zero point) * d_w.
+// Block b of 16 rows (rows past n_rows zero) dequantized into B order: w = q * d_w.
 // Q4_0: a nibble's value as a float is looked up (VPERMPS reads only an index's low 4 bits, so
 // one shift finds each nibble): 3 instructions per 16 values where converting takes 4.
 template <typename Weights>
@@ -113,20 +113,19 @@ inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int
       _mm512_store_si512(out->pair[8 + 2 * k], PairToBf16(element(k, 4), element(k, 12)));
       _mm512_store_si512(out->pair[8 + 2 * k + 1], PairToBf16(element(k, 20), element(k, 28)));
     }
-    return;
-  }
-  WeightBlock w;
-  Weights::Load(data, blocks, r0, n_rows, b, &w);
-  const __m512i zero_point = _mm512_set1_epi8(static_cast<char>(Weights::kZeroPoint));
-  for (int k = 0; k < 8; ++k) {
-    // Lane n: row n's signed bytes 4k..4k+3; each byte sign-extended in place by two shifts.
-    const __m512i s = _mm512_sub_epi8(w.u[k], zero_point);
-    const __m512 e0 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(_mm512_slli_epi32(s, 24), 24)), w.scale);
-    const __m512 e1 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(_mm512_slli_epi32(s, 16), 24)), w.scale);
-    const __m512 e2 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(_mm512_slli_epi32(s, 8), 24)), w.scale);
-    const __m512 e3 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(s, 24)), w.scale);
-    _mm512_store_si512(out->pair[2 * k], PairToBf16(e0, e1));
-    _mm512_store_si512(out->pair[2 * k + 1], PairToBf16(e2, e3));
+  } else {
+    WeightBlock w;
+    Weights::template Load<true>(data, blocks, r0, n_rows, b, &w);  // Q8_0: the signed quants
+    for (int k = 0; k < 8; ++k) {
+      // Lane n: row n's signed bytes 4k..4k+3; each byte sign-extended in place by two shifts.
+      const __m512i s = w.u[k];
+      const __m512 e0 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(_mm512_slli_epi32(s, 24), 24)), w.scale);
+      const __m512 e1 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(_mm512_slli_epi32(s, 16), 24)), w.scale);
+      const __m512 e2 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(_mm512_slli_epi32(s, 8), 24)), w.scale);
+      const __m512 e3 = _mm512_mul_ps(IntToFloat(_mm512_srai_epi32(s, 24)), w.scale);
+      _mm512_store_si512(out->pair[2 * k], PairToBf16(e0, e1));
+      _mm512_store_si512(out->pair[2 * k + 1], PairToBf16(e2, e3));
+    }
   }
 }
 

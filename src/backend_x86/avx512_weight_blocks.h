@@ -271,6 +271,8 @@ struct TiledQ8_0x8 {
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchAt<kToL2>(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8);
   }
+  // kSigned: u[k] holds the signed quants themselves (zero point 0), for kernels that convert them.
+  template <bool kSigned = false>
   static void LoadAt(const uint8_t* unit0, int64_t stride, int n_tiles, WeightBlock* out) {
     __m512i part[2][4];
     __m128i scales[2];
@@ -289,10 +291,15 @@ struct TiledQ8_0x8 {
     for (int q = 0; q < 4; ++q) {
       for (int h = 0; h < 2; ++h) chunk[2 * q + h] = Pick(part[0][q], kQ8TiledPick[h], part[1][q]);
     }
-    BiasQ8(chunk, out);
+    if constexpr (kSigned) {
+      for (int k = 0; k < 8; ++k) out->u[k] = chunk[k];
+    } else {
+      BiasQ8(chunk, out);
+    }
   }
+  template <bool kSigned = false>
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
-    LoadAt(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8, out);
+    LoadAt<kSigned>(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8, out);
   }
 };
 
@@ -321,6 +328,7 @@ struct PlainQ8_0 {
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<34, kToL2>(data, blocks, r0, n_rows, b);
   }
+  template <bool kSigned = false>  // as TiledQ8_0x8's
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
     __m256i row[kRows];
@@ -350,7 +358,11 @@ struct PlainQ8_0 {
     for (int k = 0; k < 4; ++k) {
       for (int k0 = 0; k0 < 2; ++k0) chunk[2 * k + k0] = Pick(step2[2 * k], kQ8Step3[k0], step2[2 * k + 1]);
     }
-    BiasQ8(chunk, out);
+    if constexpr (kSigned) {
+      for (int k = 0; k < 8; ++k) out->u[k] = chunk[k];
+    } else {
+      BiasQ8(chunk, out);
+    }
   }
 };
 
