@@ -320,6 +320,19 @@ void BenchQuantizeSummarized(benchmark::State& state, const Backend* b, int64_t 
   state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
+// A prompt row rounded to bf16, for backends whose prompt products read bf16 (KernelTable::
+// f32_to_bf16): the session's extra pass per quantized input there, beside the quantizing above.
+void BenchF32ToBf16(benchmark::State& state, const Backend* b, int64_t n) {
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 2001 - 1000) * 1e-3f;
+  std::vector<uint16_t> out(n);
+  for (auto _ : state) {
+    b->kernels->f32_to_bf16(x.data(), out.data(), n);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
+}
+
 // One token's keys of the Qwen3-1.7B shape (8 heads of 128) into the f16 KV cache.
 void BenchF32ToF16(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n);
@@ -553,6 +566,9 @@ void RegisterAll() {
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0_summarized/2048").c_str(), BenchQuantizeSummarized, b, 2048);
+    if (b->kernels->f32_to_bf16 != nullptr) {
+      benchmark::RegisterBenchmark((prefix + "f32_to_bf16/2048").c_str(), BenchF32ToBf16, b, 2048);
+    }
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
     benchmark::RegisterBenchmark((prefix + "f32_to_f16/1024").c_str(), BenchF32ToF16, b, 1024);
     benchmark::RegisterBenchmark((prefix + "rope/16x128").c_str(), BenchRope, b)->Unit(benchmark::kMicrosecond);

@@ -17,7 +17,7 @@ done
 # The test-only avx512_vnni_simde backend (an emulation) is left out: its timings mean nothing.
 echo "## kernels"
 "$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
-  --benchmark_filter='^(generic|avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0|f16|bf16|f32).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^amx_int8/gemm_q|^(avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|chunks_from_memory)|thread_pool'
+  --benchmark_filter='^(generic|avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0|f16|bf16|f32).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^amx_(int8|bf16)/gemm_q|^amx_bf16/f32_to_bf16|^(avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|chunks_from_memory)|thread_pool'
 if [ -x "$build/bench/kestrel-x86-issue-rates" ]; then
   echo "## x86 issue rates (the AVX2 Q4_0 kernel's ceiling)"
   "$build/bench/kestrel-x86-issue-rates"
@@ -32,9 +32,10 @@ for spec in q4_0-tiled q4_0-plain q8_0-tiled q8_0-plain; do
 done
 # The x86 backends the CPU runs besides the one chosen automatically (avx2 and, with AVX-VNNI,
 # avx_vnni stand in for CPUs without AVX-512; avx512_vnni for AVX-512 CPUs without AMX, where
-# amx_int8 is chosen); kestrel-bench says so and stops for one it cannot run.
+# amx_bf16 is chosen; amx_int8 for its bit-identical prompts); kestrel-bench says so and stops for
+# one it cannot run.
 if [ "$(uname -m)" = x86_64 ]; then
-  for backend in avx2 avx_vnni avx512_vnni; do
+  for backend in avx2 avx_vnni avx512_vnni amx_int8; do
     for spec in q4_0-tiled q8_0-tiled; do
       echo "## kestrel-bench qwen3-1.7b $spec --backend $backend"
       "$build/examples/kestrel-bench" -m "$models/qwen3-1.7b-$spec.vqf" -p 64 -n 32 -t 1,2 -r 3 --backend "$backend" || true
