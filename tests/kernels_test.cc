@@ -83,6 +83,21 @@ TestMatrix MakeMatrix(DType dtype, Layout layout, int64_t columns, int64_t rows,
   return m;
 }
 
+// Row r of m times token t of x (columns values a token), in double precision, with the sum of
+// the products' magnitudes (what float rounding bounds are proportional to).
+struct ExactDot {
+  double value = 0, magnitude = 0;
+};
+ExactDot Dot(const TestMatrix& m, int64_t r, const std::vector<float>& x, int64_t t, int64_t columns) {
+  ExactDot d;
+  for (int64_t i = 0; i < columns; ++i) {
+    const double p = double{m.dequantized[r * columns + i]} * x[t * columns + i];
+    d.value += p;
+    d.magnitude += std::fabs(p);
+  }
+  return d;
+}
+
 struct MatmulCase {
   DType dtype;
   Layout layout;
@@ -173,15 +188,10 @@ TEST_CASE("generic matmul agrees with a double-precision product of the dequanti
           RunMatmul(ref, m.view, x, &y, 3);
           for (int64_t t = 0; t < tokens; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
-              double expected = 0, magnitude = 0;
-              for (int64_t i = 0; i < columns; ++i) {
-                const double p = double{m.dequantized[r * columns + i]} * x_used[t * columns + i];
-                expected += p;
-                magnitude += std::fabs(p);
-              }
+              const ExactDot exact = Dot(m, r, x_used, t, columns);
               // f32 accumulation error bound: columns * eps * sum|products|, plus fp16 scale products.
-              const double tolerance = 1e-6 + magnitude * (columns + 8) * 1.2e-7;
-              REQUIRE(std::fabs(y[t * rows + r] - expected) <= tolerance);
+              const double tolerance = 1e-6 + exact.magnitude * (columns + 8) * 1.2e-7;
+              REQUIRE(std::fabs(y[t * rows + r] - exact.value) <= tolerance);
             }
           }
         }
@@ -359,14 +369,9 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
                 double worst = 0;  // the largest error as a share of its bound
                 for (int64_t t = 0; t < tokens; ++t) {
                   for (int64_t r = 0; r < rows; ++r) {
-                    double expected = 0, magnitude = 0;
-                    for (int64_t i = 0; i < columns; ++i) {
-                      const double p = double{m.dequantized[r * columns + i]} * xf[t * columns + i];
-                      expected += p;
-                      magnitude += std::fabs(p);
-                    }
-                    const double tolerance = 1e-6 + magnitude * (1.0 / 256 + (columns + 8) * 1.2e-7);
-                    const double error = std::fabs(double{got[t * rows + r]} - expected);
+                    const ExactDot exact = Dot(m, r, xf, t, columns);
+                    const double tolerance = 1e-6 + exact.magnitude * (1.0 / 256 + (columns + 8) * 1.2e-7);
+                    const double error = std::fabs(double{got[t * rows + r]} - exact.value);
                     worst = std::max(worst, std::isnan(error) ? 1e30 : error / tolerance);
                     if (error <= tolerance) continue;
                     INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x"

@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "backend_x86/amx_kernels.h"
+#include "backend_x86/amx_tiles.h"
 #include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/avx512_weight_blocks.h"
 
@@ -39,30 +40,15 @@ constexpr int kMaxTokenTiles = 4;    // C tiles 0-3
 // (alternating blocks).
 constexpr int kA0 = 4, kB0 = 6;
 
-// The 64-byte operand of LDTILECFG (palette 1).
-struct TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];  // bytes per row
-  uint8_t rows[16];
-};
-
 void ConfigureTiles() {
-  alignas(64) TileConfig config;
-  std::memset(&config, 0, sizeof(config));
-  config.palette_id = 1;
+  TileConfig config = Palette1();
   for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;  // every tile 16 x 64 bytes
-  // As in amx_kernels.cc: the whole struct as the operand, so no field's store can be dropped.
-  __asm__ volatile("ldtilecfg %0" ::"m"(config));
+  LoadTileConfig(config);
 }
 
-// Tile instructions in inline assembly (why: amx_kernels.cc); each names the memory it touches.
-template <int kTile>
-inline void TileZero() {
-  __asm__ volatile("tilezero %%tmm%c0" ::"i"(kTile));
-}
-
+// Tile loads, stores and products in inline assembly (why: amx_kernels.cc); a load names the
+// first 1 KB it reads (a block's B tile, whole; the A tiles' rows lie further apart, written
+// before the loop, with a compiler barrier after them).
 template <int kTile>
 inline void TileLoad(const void* base, int64_t stride) {
   __asm__ volatile("tileloadd (%1,%2,1), %%tmm%c0" ::"i"(kTile), "r"(base), "r"(stride),
@@ -241,6 +227,7 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
     auto* rounded = static_cast<uint16_t*>(StagingBuffer(rows * static_cast<size_t>(a_stride) * 2));
     for (int64_t t = 0; t < x.n_tokens; ++t) F32ToBf16(x.f32 + t * x.columns, rounded + t * a_stride, x.columns);
     a = rounded;
+    __asm__ volatile("" ::: "memory");  // every row stored before the tile loads that read them
   }
   ConfigureTiles();
   for (int64_t c0 = 0; c0 < x.n_tokens; c0 += kTokenChunk) {

@@ -26,6 +26,7 @@
 #include <initializer_list>
 
 #include "backend_x86/avx512_intrinsics.h"
+#include "backend_x86/amx_tiles.h"
 #include "backend_x86/avx512_kernels.h"
 #include "backend_x86/avx512_weight_blocks.h"
 
@@ -44,25 +45,12 @@ constexpr int64_t kMinTokens = 8;
 // constant, so each set's is chosen in the functions below.
 constexpr int kC0 = 0, kC1 = 1, kA0 = 2, kA1 = 3, kB0 = 4, kB1 = 5;
 
-// The 64-byte operand of LDTILECFG (palette 1).
-struct TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];  // bytes per row
-  uint8_t rows[16];
-};
-
 void ConfigureTiles() {
-  alignas(64) TileConfig config;
-  std::memset(&config, 0, sizeof(config));
-  config.palette_id = 1;
+  TileConfig config = Palette1();
   for (int c : {kC0, kC1}) config.colsb[c] = 64, config.rows[c] = kTileTokens;  // 16 x 16 int32
   for (int a : {kA0, kA1}) config.colsb[a] = kBlockBytes, config.rows[a] = kTileTokens;
   for (int b : {kB0, kB1}) config.colsb[b] = 64, config.rows[b] = kBlockBytes / 4;  // 8 rows of 16 x 4 bytes
-  // In assembly with the whole struct as its operand: GCC 12's _tile_loadconfig lets the compiler
-  // drop the stores to every field but the first (the tiles were left unconfigured: SIGILL).
-  __asm__ volatile("ldtilecfg %0" ::"m"(config));
+  LoadTileConfig(config);
 }
 
 // One block of 16 rows as TDPBSSD's B operand: row k holds, for each weight row n, its signed
@@ -91,11 +79,6 @@ using TokenTileBytes = const int8_t (*)[kTileTokens][kBlockBytes];
 // and stores per block beside the tile store's 16). Here each instruction names the memory it
 // reads or writes; volatile keeps the tile instructions in program order among themselves.
 using TileSums = int32_t[kTileTokens][16];
-
-template <int kTile>
-inline void TileZero() {
-  __asm__ volatile("tilezero %%tmm%c0" ::"i"(kTile));
-}
 
 template <int kTile, int kRows, int kRowBytes>
 inline void TileLoad(const void* base) {
