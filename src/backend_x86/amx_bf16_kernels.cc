@@ -8,8 +8,9 @@
 // per block of 16 rows for 64 tokens. Here the weights are dequantized (w = q * d_w, rounded to
 // bf16) once per 64 tokens and the activations are rounded to bf16 (by the session, once per
 // product: KernelTable::f32_to_bf16), so the C tiles accumulate in f32 over a whole row of
-// blocks and leave the tile unit once per strip: about 80 ns per block (36 of tile loads and
-// products, 46 of dequantizing; the two do not overlap, measured with each left out in turn). The
+// blocks and leave the tile unit once per strip: about 67 ns per block for Q4_0 and 82 for Q8_0
+// (36 of tile loads and products, 31 or 46 of dequantizing; the two do not overlap on the one AMX
+// CPU measured, each left out in turn: bench/README.md). The
 // price: results are not bit-identical to the reference; each weight and activation carries a
 // relative rounding error of at most 2^-9 (the conformance test's bound, tests/kernels_test.cc).
 //
@@ -17,9 +18,9 @@
 // of 16 rows in VNNI pairs: row k holds, for each weight row n, its elements 2k and 2k+1). C's
 // rows are y's rows, so full tiles store straight to y; A's rows are the bf16 activation rows
 // (64 bytes longer than the row, so that 16 of them are not 4 KB apart). Each 16-row strip runs
-// its blocks once: dequantize the next block into B while the current one's four products run,
-// one per 16-token tile. Prompts shorter than kMinTokens go to amx_int8 (too few tokens to pay for
-// the dequantizing).
+// its blocks once: each block dequantized into B (a ring of three buffers, one block ahead), then
+// four products, one per 16-token tile. Prompts shorter than kMinTokens go to amx_int8 (too few
+// tokens to pay for the dequantizing).
 #define KESTREL_AVX512_NAMESPACE amx_bf16
 #include "backend_x86/amx_bf16_kernels.h"
 
@@ -144,8 +145,8 @@ void Strip(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const ui
       Weights::Prefetch(data, blocks, r0 + kRows, next_rows, ahead - blocks);
     }
   };
-  // Block i + 1 is dequantized while block i's products run: a tile load of lines still in the
-  // store buffer waits for them to drain.
+  // Block i + 1 is dequantized before block i's products are issued (after them measured the
+  // same; the core does not overlap the two either way).
   const auto dequantize = [&](int64_t i) {
     prefetch(i);
     DequantizeBlock<Weights>(data, blocks, r0, n_rows, i, &ring[i % 3]);
