@@ -1,6 +1,6 @@
 // AMX-BF16 kernels (amx_bf16_kernels.cc, the only file compiled with the AMX-BF16 flags).
 // Semantics are the KernelTable's (backend/kernels.h) with one stated exception: quantized
-// products of at least a few dozen tokens multiply bf16-rounded weights (q * d_w) by bf16-rounded
+// products of kMinTokens tokens or more multiply bf16-rounded weights (q * d_w) by bf16-rounded
 // f32 activations (x.f32) with f32 sums, so they agree with the reference within that rounding
 // (at most 2^-9 of each factor), not bit for bit. Everything else, decode included, is amx_int8's.
 #pragma once
@@ -15,8 +15,9 @@ namespace kestrel::amx_bf16 {
 inline constexpr int64_t kMinTokens = 32;
 
 // A buffer of at least `bytes`, 64-byte aligned, owned by the calling thread and reused by its
-// next call (the staged activations: up to 1 MB for a 64-token chunk of 8192-column rows). In
-// amx_bf16_backend.cc: a thread_local with a destructor has no place in an ISA unit.
+// next call: where a caller passes no Activations::bf16 (tests, benchmarks), Matmul rounds the
+// activations into it, laid out as the session lays them. In amx_bf16_backend.cc: a thread_local
+// with a destructor has no place in an ISA unit.
 void* StagingBuffer(size_t bytes);
 
 // KernelTable::f32_to_bf16: n values rounded to bf16, nearest even (VCVTNE2PS2BF16).
