@@ -82,7 +82,9 @@ TEST_CASE("x86: CPU checks agree with the compiler's CPU detection", "[x86]") {
   }
 }
 
-TEST_CASE("x86: automatic selection prefers amx_bf16, then amx_int8, avx512_vnni, avx_vnni, avx2, never the SIMDe build", "[x86]") {
+TEST_CASE(
+    "x86: automatic selection prefers amx_bf16, then amx_int8, avx512_vnni, avx_vnni, avx2, never the SIMDe build",
+    "[x86]") {
   const Backend* generic = FindBackend("generic");
   const Backend* avx2 = FindBackend("avx2");
   const Backend* avx_vnni = FindBackend("avx_vnni");
@@ -107,9 +109,9 @@ TEST_CASE("x86: automatic selection prefers amx_bf16, then amx_int8, avx512_vnni
   }
   auto best = SelectBackend("");
   REQUIRE(best.ok());
-  const std::string from_features = amx_bf16->cpu_supports() ? "amx_bf16"
-                                    : amx->cpu_supports()        ? "amx_int8"
-                                    : avx512->cpu_supports()     ? "avx512_vnni"
+  const std::string from_features = amx_bf16->cpu_supports()   ? "amx_bf16"
+                                    : amx->cpu_supports()      ? "amx_int8"
+                                    : avx512->cpu_supports()   ? "avx512_vnni"
                                     : avx_vnni->cpu_supports() ? "avx_vnni"
                                     : avx2->cpu_supports()     ? "avx2"
                                                                : "generic";

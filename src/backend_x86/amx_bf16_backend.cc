@@ -65,8 +65,9 @@ void* StagingBuffer(size_t bytes) {
 }
 
 // Ranked above amx_int8: on the one AMX machine measured (a 2-vCPU Xeon VM) a Q4_0 64-token
-// prefill ran 1.4-1.5x as fast (bench/README.md, thirty-first session); its prompts' products are not bit-identical to the
-// reference (amx_bf16_kernels.h), so `--backend amx_int8` is the choice where that matters.
+// prefill ran 1.4-1.5x as fast (bench/README.md, thirty-first session); its prompts' products are
+// not bit-identical to the reference (amx_bf16_kernels.h), so `--backend amx_int8` is the choice
+// where that matters.
 const Backend& GetBackend() {
   static const Backend backend = {"amx_bf16", 26, Supported, avx2::Accepts, &Table()};
   return backend;

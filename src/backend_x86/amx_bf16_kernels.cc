@@ -34,8 +34,8 @@
 namespace kestrel::amx_bf16 {
 namespace {
 
-constexpr int kTileTokens = 16;      // tokens per A and C tile
-constexpr int kMaxTokenTiles = 4;    // C tiles 0-3
+constexpr int kTileTokens = 16;    // tokens per A and C tile
+constexpr int kMaxTokenTiles = 4;  // C tiles 0-3
 
 // Tile registers: C 0-3 (one per 16-token tile), A 4 and 5 (alternating token tiles), B 6 and 7
 // (alternating blocks).
@@ -74,8 +74,9 @@ struct alignas(64) BTile {
 // Two f32 vectors rounded to bf16 (nearest even) and interleaved: word 2n is a[n], word 2n + 1 b[n].
 inline __m512i PairToBf16(__m512 a, __m512 b) {
   const __m512i halves = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));  // a's 16 words, then b's
-  alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,  21, 6,  22, 7,  23,
-                                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
+  alignas(64) static constexpr uint16_t kInterleave[32] = {0,  16, 1,  17, 2,  18, 3,  19, 4,  20, 5,
+                                                           21, 6,  22, 7,  23, 8,  24, 9,  25, 10, 26,
+                                                           11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
   return _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), halves);
 }
 
@@ -121,7 +122,8 @@ template <int kTile>
 inline void StoreSums(float* y, int64_t y_stride, int n_tokens, int n_rows, float (*scratch)[16]) {
   if (n_tokens == kTileTokens && n_rows == 16) return TileStore<kTile>(y, y_stride * 4);
   TileStore<kTile>(scratch, 64);
-  for (int t = 0; t < n_tokens; ++t) std::memcpy(y + t * y_stride, scratch[t], sizeof(float) * static_cast<size_t>(n_rows));
+  for (int t = 0; t < n_tokens; ++t)
+    std::memcpy(y + t * y_stride, scratch[t], sizeof(float) * static_cast<size_t>(n_rows));
 }
 
 // How far ahead (in blocks) the weights are prefetched, into the next strip past the end of this one.
@@ -196,7 +198,8 @@ void Strip(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const ui
 void F32ToBf16(const float* x, uint16_t* out, int64_t n) {
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m512i v = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
+    const __m512i v =
+        reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(x + i)));
     _mm512_storeu_si512(out + i, v);
   }
   if (i < n) {
@@ -211,7 +214,8 @@ void F32ToBf16(const float* x, uint16_t* out, int64_t n) {
 
 namespace {
 
-using StripFn = void (*)(const uint8_t*, int64_t, int64_t, int, const uint16_t*, int64_t, float*, int64_t, int64_t, int);
+using StripFn = void (*)(const uint8_t*, int64_t, int64_t, int, const uint16_t*, int64_t, float*, int64_t, int64_t,
+                         int);
 
 template <typename Weights>
 void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t y_stride,

@@ -25,8 +25,8 @@
 #include <cstring>
 #include <initializer_list>
 
-#include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/amx_tiles.h"
+#include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/avx512_kernels.h"
 #include "backend_x86/avx512_weight_blocks.h"
 

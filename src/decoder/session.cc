@@ -23,8 +23,8 @@ using Clock = std::chrono::steady_clock;
 // Prompt tokens per attention_tokens call; each thread's scores_ share holds that many tokens'
 // scores (the kernel table's contract asks for room for two).
 constexpr int32_t kTokensPerAttentionCall = 2;
-// Elements past a bf16 row's end (64 bytes), so that rows of 2048 or 6144 columns are not a multiple of
-// 4 KB apart (a tile load of 16 such rows would fall in one L1 set).
+// Elements past a bf16 row's end (64 bytes), so that rows of 2048 or 6144 columns are not a
+// multiple of 4 KB apart (a tile load of 16 such rows would fall in one L1 set).
 constexpr int64_t kBf16Pad = 32;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -130,7 +130,9 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   scratch_.Add(&qx_scales_, q8_blocks);
   // bf16 rows 64 bytes longer than the widest input (so that tile rows are not 4 KB apart), and 16
   // rows more than a batch (Activations::bf16).
-  if (model.backend().kernels->f32_to_bf16 != nullptr) scratch_.Add(&xbf_, (b + 16) * (widest + static_cast<size_t>(kBf16Pad)));
+  if (model.backend().kernels->f32_to_bf16 != nullptr) {
+    scratch_.Add(&xbf_, (b + 16) * (widest + static_cast<size_t>(kBf16Pad)));
+  }
   // The Q4_0 offsets table, where the backend reads one and some product has Q4_0 weights.
   q4_0_offset_run_ = model.backend().kernels->q4_0_offset_run;
   bool any_q4_0 = false;
