@@ -352,7 +352,7 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
             ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
           }
           // As the session lays them out: rows 64 bytes longer than columns, 16 readable rows more.
-          const int64_t stride = columns + 32;
+          const int64_t stride = columns + kBf16RowPad;
           std::vector<uint16_t> rounded(static_cast<size_t>((max_tokens + 16) * stride), 0x7fc0);  // NaN padding
           for (int64_t t = 0; t < max_tokens; ++t) {
             b->kernels->f32_to_bf16(xf.data() + t * columns, rounded.data() + t * stride, columns);

@@ -39,11 +39,18 @@ struct Activations {
   const int32_t* q4_0_offsets = nullptr;
   int64_t q4_0_offset_run = 0;
   // Optional (nullptr: a kernel that wants them rounds f32 itself): the rows of f32 rounded to
-  // bf16 by KernelTable::f32_to_bf16, bf16_stride elements apart, for backends that ask for them.
-  // Rows past n_tokens, up to n_tokens + 15, are readable (their contents are ignored).
+  // bf16 by KernelTable::f32_to_bf16, bf16_stride (columns + kBf16RowPad) elements apart, for
+  // backends that ask for them. Rows past n_tokens, up to n_tokens + 15, are readable (their
+  // contents are ignored). A product of n_tokens >= KernelTable::bf16_min_tokens given them reads
+  // them and not q8_0: the session then quantizes only the last row (the one a later product may
+  // take alone, through the integer kernels).
   const uint16_t* bf16 = nullptr;
   int64_t bf16_stride = 0;
 };
+
+// Elements past a bf16 row's end in Activations::bf16 (64 bytes), so that rows of 2048 or 6144
+// columns are not a multiple of 4 KB apart (a tile load of 16 such rows would fall in one L1 set).
+inline constexpr int64_t kBf16RowPad = 32;
 
 struct KernelTable {
   // Quantizes n values (a multiple of 32) to Q8_0 blocks, as QuantizeRowQ8_0 does.

@@ -227,7 +227,7 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   int64_t a_stride = x.bf16_stride;
   if (a == nullptr) {
     // Not rounded by the session (a direct caller): rounded here, as the session lays them out.
-    a_stride = x.columns + 32;
+    a_stride = x.columns + kBf16RowPad;
     const auto rows = static_cast<size_t>(x.n_tokens + kTileTokens);
     auto* rounded = static_cast<uint16_t*>(StagingBuffer(rows * static_cast<size_t>(a_stride) * 2));
     for (int64_t t = 0; t < x.n_tokens; ++t) F32ToBf16(x.f32 + t * x.columns, rounded + t * a_stride, x.columns);

@@ -23,9 +23,6 @@ using Clock = std::chrono::steady_clock;
 // Prompt tokens per attention_tokens call; each thread's scores_ share holds that many tokens'
 // scores (the kernel table's contract asks for room for two).
 constexpr int32_t kTokensPerAttentionCall = 2;
-// Elements past a bf16 row's end (64 bytes), so that rows of 2048 or 6144 columns are not a
-// multiple of 4 KB apart (a tile load of 16 such rows would fall in one L1 set).
-constexpr int64_t kBf16Pad = 32;
 
 double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
@@ -131,7 +128,7 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   // bf16 rows 64 bytes longer than the widest input (so that tile rows are not 4 KB apart), and 16
   // rows more than a batch (Activations::bf16).
   if (model.backend().kernels->f32_to_bf16 != nullptr) {
-    scratch_.Add(&xbf_, (b + 16) * (widest + static_cast<size_t>(kBf16Pad)));
+    scratch_.Add(&xbf_, (b + 16) * (widest + static_cast<size_t>(kBf16RowPad)));
   }
   // The Q4_0 offsets table, where the backend reads one and some product has Q4_0 weights.
   q4_0_offset_run_ = model.backend().kernels->q4_0_offset_run;
@@ -234,10 +231,14 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   input_ = Activations{input, nullptr, n, columns};
   if (norm == nullptr && !quantize && step == RowStep::kNone) return;
   const int64_t blocks = columns / kQuantBlockSize;
-  // For a prompt's products only: a decode step's one token gains nothing from a table.
-  const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0;
+  // bf16 rows where the backend's prompt products read them; those read nothing else, so then only
+  // the last row is quantized too: the last layer carries it alone past its keys and values
+  // (RowsFrom), a product of one token on the integer kernels.
   const bool bf16 = quantize && k.f32_to_bf16 != nullptr && n >= k.bf16_min_tokens && n > 1;
-  const int64_t bf16_stride = columns + kBf16Pad;
+  const int64_t bf16_stride = columns + kBf16RowPad;
+  const int64_t first_quantized = bf16 ? n - 1 : 0;
+  // For a prompt's integer products only: a decode step's one token gains nothing from a table.
+  const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0 && !bf16;
   auto job = [&](int64_t begin, int64_t end, int /*part*/) {
     for (int64_t t = begin; t < end; ++t) {
       float* row = x + t * columns;
@@ -248,17 +249,19 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
         k.silu_mul(row, up_.data() + t * columns, columns);
       }
       if (norm != nullptr) k.rmsnorm(row, norm, xn_.data() + t * columns, columns, model_.config().norm_eps);
-      if (quantize && k.quantize_q8_0_summarized != nullptr) {
+      const bool quantize_row = quantize && t >= first_quantized;
+      if (quantize_row && k.quantize_q8_0_summarized != nullptr) {
         k.quantize_q8_0_summarized(input + t * columns, qx_.data() + t * blocks, qx_sums_.data() + t * blocks,
                                    qx_scales_.data() + t * blocks, columns);
-      } else if (quantize) {
+      } else if (quantize_row) {
         k.quantize_q8_0(input + t * columns, qx_.data() + t * blocks, columns);
       }
       if (bf16) k.f32_to_bf16(input + t * columns, xbf_.data() + t * bf16_stride, columns);
     }
-    if (quantize && k.quantize_q8_0_summarized == nullptr) {
-      SummarizeQ8_0Blocks(qx_.data() + begin * blocks, (end - begin) * blocks, qx_sums_.data() + begin * blocks,
-                          qx_scales_.data() + begin * blocks);
+    const int64_t q_begin = std::max(begin, first_quantized);
+    if (quantize && k.quantize_q8_0_summarized == nullptr && q_begin < end) {
+      SummarizeQ8_0Blocks(qx_.data() + q_begin * blocks, (end - q_begin) * blocks, qx_sums_.data() + q_begin * blocks,
+                          qx_scales_.data() + q_begin * blocks);
     }
     if (q4_0_offsets) {
       FillQ4_0Offsets(qx_sums_.data(), blocks, n, q4_0_offset_run_, begin, end, qx_q4_0_offsets_.data());

@@ -170,7 +170,7 @@ class Session {
   ScratchArray<BlockQ8_0> qx_;
   ScratchArray<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
   ScratchArray<float> qx_scales_;
-  // Prompt rows rounded to bf16, where the backend reads them (kBf16Pad elements longer than a row).
+  // Prompt rows rounded to bf16, where the backend reads them (kBf16RowPad elements longer than a row).
   ScratchArray<uint16_t> xbf_;
   ScratchArray<int32_t> qx_q4_0_offsets_;  // for prompts, where the backend reads them (FillQ4_0Offsets)
   int64_t q4_0_offset_run_ = 0;            // their run of blocks; 0: no table
