@@ -76,10 +76,12 @@ inline void PackFromChunks(const uint8_t* data, int64_t blocks, int64_t r0, int 
   for (int k = 0; k < 4; ++k) _mm512_store_si512(out + 64 + 64 * k, chunk[k]);
 }
 
-// From chunk[k] (lane i: bytes 4k..4k+3 of row i's Q8_0 quants): w + 128 as unsigned bytes.
+// From chunk[k] (lane i: bytes 4k..4k+3 of row i's Q8_0 quants): w + 128 as unsigned bytes, what
+// VPDPBUSD reads; kSigned: w itself, for kernels that convert the quants.
+template <bool kSigned = false>
 inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
-  for (int k = 0; k < 8; ++k) out->u[k] = _mm512_xor_si512(chunk[k], flip);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(kSigned ? 0 : 0x80));
+  for (int k = 0; k < 8; ++k) out->u[k] = kSigned ? chunk[k] : _mm512_xor_si512(chunk[k], flip);
 }
 
 // Loaders: block b of rows r0 .. r0 + n_rows - 1 (n_rows <= 16) as a WeightBlock; rows past n_rows
@@ -271,7 +273,7 @@ struct TiledQ8_0x8 {
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchAt<kToL2>(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8);
   }
-  // kSigned: u[k] holds the signed quants themselves (zero point 0), for kernels that convert them.
+  // kSigned: u[k] holds the signed quants themselves (BiasQ8), for kernels that convert them.
   template <bool kSigned = false>
   static void LoadAt(const uint8_t* unit0, int64_t stride, int n_tiles, WeightBlock* out) {
     __m512i part[2][4];
@@ -291,11 +293,7 @@ struct TiledQ8_0x8 {
     for (int q = 0; q < 4; ++q) {
       for (int h = 0; h < 2; ++h) chunk[2 * q + h] = Pick(part[0][q], kQ8TiledPick[h], part[1][q]);
     }
-    if constexpr (kSigned) {
-      for (int k = 0; k < 8; ++k) out->u[k] = chunk[k];
-    } else {
-      BiasQ8(chunk, out);
-    }
+    BiasQ8<kSigned>(chunk, out);
   }
   template <bool kSigned = false>
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
@@ -358,11 +356,7 @@ struct PlainQ8_0 {
     for (int k = 0; k < 4; ++k) {
       for (int k0 = 0; k0 < 2; ++k0) chunk[2 * k + k0] = Pick(step2[2 * k], kQ8Step3[k0], step2[2 * k + 1]);
     }
-    if constexpr (kSigned) {
-      for (int k = 0; k < 8; ++k) out->u[k] = chunk[k];
-    } else {
-      BiasQ8(chunk, out);
-    }
+    BiasQ8<kSigned>(chunk, out);
   }
 };
 
