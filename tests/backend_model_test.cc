@@ -228,6 +228,16 @@ void CollectStats(const LayerStats& s, void* user) {
   }
 }
 
+// The model tests' prompts: token 1, then `length - 1` ids spread over the vocabulary by a stride.
+std::vector<int32_t> SpreadPrompt(int length, int first_id, int stride, int offset) {
+  std::vector<int32_t> prompt = {1};
+  for (int i = 1; i < length; ++i) prompt.push_back(first_id + (stride * i + offset) % 500);
+  return prompt;
+}
+// stories260K's (302 tokens) and the synthetic model's (150 tokens).
+std::vector<int32_t> StoriesPrompt() { return SpreadPrompt(302, 5, 37, 11); }
+std::vector<int32_t> SyntheticPrompt() { return SpreadPrompt(150, 3, 53, 17); }
+
 // The prompt on each run's thread count and batch size: the last token's logits must be finite
 // and the same bits every time. The one exception: a backend whose prompt products are bf16
 // (KernelTable::f32_to_bf16; amx_bf16) takes that path only for batches of bf16_min_tokens or
@@ -287,8 +297,7 @@ TEST_CASE("logits do not depend on the thread count or the prompt's batches, on 
   // Long enough that every per-token job is spread over three threads (the pool is used from
   // 64K multiply-adds per thread); 302 tokens go out in chunks of different lengths (SpreadChunks:
   // 100/101/101-token shares, 13-token chunks, then 4-token ones, taken by whichever thread is free).
-  std::vector<int32_t> prompt = {1};
-  for (int i = 1; i < 302; ++i) prompt.push_back(5 + (37 * i + 11) % 500);
+  const std::vector<int32_t> prompt = StoriesPrompt();
   for (const Variant& v : {kVariants[0], kVariants[4]}) {
     for (const std::string& backend : UsableBackends()) {
       RequireSameLogits(*LoadModel(ConvertedStories(v), backend), prompt, {{1, 512}, {3, 512}, {2, 7}},
@@ -309,8 +318,7 @@ TEST_CASE("fully quantized synthetic model: logits the same for every thread cou
           "[backends][model]") {
   auto source = convert::MakeSynthetic("tiny", 7);
   REQUIRE(source.ok());
-  std::vector<int32_t> prompt = {1};
-  for (int i = 1; i < 150; ++i) prompt.push_back(3 + (53 * i + 17) % 500);
+  const std::vector<int32_t> prompt = SyntheticPrompt();
   for (const Variant& v : {kVariants[1], kVariants[2], kVariants[3], kVariants[4]}) {
     const std::string path = ConvertVariant(*source, "tiny", v);
     for (const std::string& backend : UsableBackends()) {
@@ -356,8 +364,8 @@ TEST_CASE("hidden states stay finite at every layer on every usable backend (NaN
 // the last token's next-token distribution after a prompt, against the same model unquantized
 // (F32 weights, f32 activations; generic backend). With Q8_0 and Q4_0 weights the bf16 path must
 // be no further from it (KL divergence) than the reference's integer path (Q8_0 activations) on
-// the same file, within 25%. Measured on this test's prompts: bf16 0.67-1.01 of the integer
-// path's divergence (it keeps more of each activation than Q8_0 does).
+// the same file, within 25%. Measured on this test's prompts, each in one batch: bf16 0.67-1.01
+// of the integer path's divergence (it keeps more of each activation than Q8_0 does).
 double KlDivergence(const std::vector<float>& p_logits, const std::vector<float>& q_logits) {
   const double p_max = *std::max_element(p_logits.begin(), p_logits.end());
   const double q_max = *std::max_element(q_logits.begin(), q_logits.end());
@@ -374,9 +382,12 @@ double KlDivergence(const std::vector<float>& p_logits, const std::vector<float>
   return kl;
 }
 
+// The last token's logits after the whole prompt in one batch (so every product of it takes a
+// backend's prompt path).
 std::vector<float> LastLogits(const Model& model, const std::vector<int32_t>& prompt) {
   SessionOptions options;
   options.n_threads = 2;
+  options.batch_size = static_cast<int32_t>(prompt.size());
   auto session = Session::Create(model, options);
   REQUIRE(session.ok());
   REQUIRE((*session)->Eval(prompt.data(), prompt.size()).ok());
@@ -401,13 +412,10 @@ TEST_CASE("bf16 prompt products stay as close to the unquantized model as the in
     std::vector<int32_t> prompt;
   };
   std::vector<Case> cases;
-  std::vector<int32_t> tiny_prompt = {1};
-  for (int i = 1; i < 150; ++i) tiny_prompt.push_back(3 + (53 * i + 17) % 500);
-  cases.push_back({"synthetic", [&](const Variant& v) { return ConvertVariant(*source, "tiny", v); }, tiny_prompt});
+  cases.push_back(
+      {"synthetic", [&](const Variant& v) { return ConvertVariant(*source, "tiny", v); }, SyntheticPrompt()});
   if (testing::HaveShared("models/stories260K/stories260K.bin")) {
-    std::vector<int32_t> stories_prompt = {1};
-    for (int i = 1; i < 302; ++i) stories_prompt.push_back(5 + (37 * i + 11) % 500);
-    cases.push_back({"stories260K", [](const Variant& v) { return ConvertedStories(v); }, stories_prompt});
+    cases.push_back({"stories260K", [](const Variant& v) { return ConvertedStories(v); }, StoriesPrompt()});
   }
   for (const Case& c : cases) {
     const std::vector<float> exact = LastLogits(*LoadModel(c.path(kVariants[0]), "generic"), c.prompt);
