@@ -359,9 +359,14 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
           }
           for (int64_t tokens : token_counts) {
             Input input(xf, xq, tokens, columns);
+            // As the session passes them: the bf16 rows and no Q8_0 blocks (Activations::bf16), so
+            // a kernel that read those would fault here rather than pass on stale ones.
             Activations with_bf16 = input.x;
             with_bf16.bf16 = rounded.data();
             with_bf16.bf16_stride = stride;
+            with_bf16.q8_0 = nullptr;
+            with_bf16.q8_0_sums = nullptr;
+            with_bf16.q8_0_scales = nullptr;
             for (const Activations& x : {input.x, with_bf16}) {
               for (int splits : {1, 3}) {
                 std::vector<float> got;
