@@ -258,12 +258,9 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
     return amx_int8::Matmul(w, x, y, y_stride, row_begin, row_end);
   }
   const auto* data = static_cast<const uint8_t*>(w.data);
-  if (w.dtype == DType::kQ8_0) {
-    if (w.layout == Layout::kQ8_0x8) return PrefillRows<TiledQ8_0x8>(data, blocks, x, y, y_stride, row_begin, row_end);
-    return PrefillRows<PlainQ8_0>(data, blocks, x, y, y_stride, row_begin, row_end);
-  }
-  if (w.layout == Layout::kQ4_0x4) return PrefillRows<TiledQ4_0x4>(data, blocks, x, y, y_stride, row_begin, row_end);
-  return PrefillRows<PlainQ4_0>(data, blocks, x, y, y_stride, row_begin, row_end);
+  WithQuantizedLoader(w, [&](auto loader) {
+    PrefillRows<decltype(loader)>(data, blocks, x, y, y_stride, row_begin, row_end);
+  });
 }
 
 }  // namespace kestrel::amx_bf16

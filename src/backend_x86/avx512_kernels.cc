@@ -548,11 +548,10 @@ void MatmulFloat(const MatrixView& w, const Activations& x, float* y, int64_t y_
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   switch (w.dtype) {
     case DType::kQ8_0:
-      if (w.layout == Layout::kQ8_0x8) return MatmulQuantized<TiledQ8_0x8>(w, x, y, y_stride, row_begin, row_end);
-      return MatmulQuantized<PlainQ8_0>(w, x, y, y_stride, row_begin, row_end);
     case DType::kQ4_0:
-      if (w.layout == Layout::kQ4_0x4) return MatmulQuantized<TiledQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
-      return MatmulQuantized<PlainQ4_0>(w, x, y, y_stride, row_begin, row_end);
+      return WithQuantizedLoader(w, [&](auto loader) {
+        MatmulQuantized<decltype(loader)>(w, x, y, y_stride, row_begin, row_end);
+      });
     case DType::kF32:
     case DType::kF16:
     case DType::kBF16:

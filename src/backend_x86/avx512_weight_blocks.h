@@ -360,6 +360,18 @@ struct PlainQ8_0 {
   }
 };
 
+// f(loader) with the loader of w's layout, an empty object whose type names it: TiledQ8_0x8,
+// PlainQ8_0, TiledQ4_0x4 or PlainQ4_0 (w is Q8_0 or Q4_0).
+template <typename F>
+inline void WithQuantizedLoader(const MatrixView& w, F&& f) {
+  if (w.dtype == DType::kQ8_0) {
+    if (w.layout == Layout::kQ8_0x8) return f(TiledQ8_0x8{});
+    return f(PlainQ8_0{});
+  }
+  if (w.layout == Layout::kQ4_0x4) return f(TiledQ4_0x4{});
+  return f(PlainQ4_0{});
+}
+
 // y rows r0 .. r0 + n - 1 of one token (partial sums between block chunks round-trip exactly).
 inline __m512 LoadRows(const float* y, int n) {
   if (n == kRows) return _mm512_loadu_ps(y);
