@@ -320,17 +320,19 @@ void BenchQuantizeSummarized(benchmark::State& state, const Backend* b, int64_t 
   state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
-// A prompt row rounded to bf16, for backends whose prompt products read bf16 (KernelTable::
-// f32_to_bf16): the session's extra pass per quantized input there, beside the quantizing above.
-void BenchF32ToBf16(benchmark::State& state, const Backend* b, int64_t n) {
-  std::vector<float> x(n);
-  for (int64_t i = 0; i < n; ++i) x[i] = static_cast<float>((i * 7919) % 2001 - 1000) * 1e-3f;
-  std::vector<uint16_t> out(n);
+// 16 prompt rows rounded to bf16 into one token tile, for backends whose prompt products read bf16
+// (KernelTable::f32_to_bf16_tile): the session's extra pass per quantized input there, beside the
+// quantizing above (GB/s of f32 read).
+void BenchF32ToBf16Tile(benchmark::State& state, const Backend* b, int64_t columns) {
+  std::vector<float> x(16 * columns);
+  for (int64_t i = 0; i < 16 * columns; ++i) x[i] = static_cast<float>((i * 7919) % 2001 - 1000) * 1e-3f;
+  std::vector<uint16_t> out(16 * columns);
   for (auto _ : state) {
-    b->kernels->f32_to_bf16(x.data(), out.data(), n);
+    b->kernels->f32_to_bf16_tile(x.data(), columns, 16, out.data(), kBf16TileElements);
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(state.iterations() * n * 4.0 / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(state.iterations() * 16 * columns * 4.0 / 1e9, benchmark::Counter::kIsRate);
 }
 
 // One token's keys of the Qwen3-1.7B shape (8 heads of 128) into the f16 KV cache.
@@ -566,8 +568,8 @@ void RegisterAll() {
     }
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0/2048").c_str(), BenchQuantize, b, 2048);
     benchmark::RegisterBenchmark((prefix + "quantize_q8_0_summarized/2048").c_str(), BenchQuantizeSummarized, b, 2048);
-    if (b->kernels->f32_to_bf16 != nullptr) {
-      benchmark::RegisterBenchmark((prefix + "f32_to_bf16/2048").c_str(), BenchF32ToBf16, b, 2048);
+    if (b->kernels->f32_to_bf16_tile != nullptr) {
+      benchmark::RegisterBenchmark((prefix + "f32_to_bf16_tile/16x2048").c_str(), BenchF32ToBf16Tile, b, 2048);
     }
     benchmark::RegisterBenchmark((prefix + "rmsnorm/2048").c_str(), BenchRmsnorm, b, 2048);
     benchmark::RegisterBenchmark((prefix + "f32_to_f16/1024").c_str(), BenchF32ToF16, b, 1024);

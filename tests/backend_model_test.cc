@@ -240,7 +240,7 @@ std::vector<int32_t> SyntheticPrompt() { return SpreadPrompt(150, 3, 53, 17); }
 
 // The prompt on each run's thread count and batch size: the last token's logits must be finite
 // and the same bits every time. The one exception: a backend whose prompt products are bf16
-// (KernelTable::f32_to_bf16; amx_bf16) takes that path only for batches of bf16_min_tokens or
+// (KernelTable::f32_to_bf16_tile; amx_bf16) takes that path only for batches of bf16_min_tokens or
 // more, so runs cut into different batches agree within that rounding (below) and runs with the
 // same batches, on any thread count, bit for bit.
 struct Run {
@@ -248,7 +248,7 @@ struct Run {
 };
 void RequireSameLogits(const Model& model, const std::vector<int32_t>& prompt, std::initializer_list<Run> runs,
                        const std::string& what) {
-  const bool bf16_prompts = model.backend().kernels->f32_to_bf16 != nullptr;
+  const bool bf16_prompts = model.backend().kernels->f32_to_bf16_tile != nullptr;
   std::map<int, std::vector<float>> first_of_batch;
   std::vector<float> first;
   for (const Run& r : runs) {
@@ -360,7 +360,7 @@ TEST_CASE("hidden states stay finite at every layer on every usable backend (NaN
   }
 }
 
-// The price of a backend's bf16 prompt products (KernelTable::f32_to_bf16), in what a user sees:
+// The price of a backend's bf16 prompt products (KernelTable::f32_to_bf16_tile), in what a user sees:
 // the last token's next-token distribution after a prompt, against the same model unquantized
 // (F32 weights, f32 activations; generic backend). With Q8_0 and Q4_0 weights the bf16 path must
 // be no further from it (KL divergence) than the reference's integer path (Q8_0 activations) on
@@ -398,7 +398,7 @@ std::vector<float> LastLogits(const Model& model, const std::vector<int32_t>& pr
 TEST_CASE("bf16 prompt products stay as close to the unquantized model as the integer path", "[backends][model]") {
   std::vector<std::string> bf16_backends;
   for (const Backend* b : CompiledBackends()) {
-    if (b->kernels->f32_to_bf16 != nullptr && b->cpu_supports()) bf16_backends.push_back(b->name);
+    if (b->kernels->f32_to_bf16_tile != nullptr && b->cpu_supports()) bf16_backends.push_back(b->name);
   }
   if (bf16_backends.empty()) {
     WARN("SKIPPED: no backend with bf16 prompt products runs on this CPU");

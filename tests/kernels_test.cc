@@ -147,9 +147,9 @@ struct Input {
   Input& operator=(const Input&) = delete;
 };
 
-// Whether b computes quantized products of this many tokens in bf16 (KernelTable::f32_to_bf16).
+// Whether b computes quantized products of this many tokens in bf16 (KernelTable::f32_to_bf16_tile).
 bool Bf16Prompt(const Backend& b, int64_t tokens) {
-  return b.kernels->f32_to_bf16 != nullptr && tokens > 1 && tokens >= b.kernels->bf16_min_tokens;
+  return b.kernels->f32_to_bf16_tile != nullptr && tokens > 1 && tokens >= b.kernels->bf16_min_tokens;
 }
 
 void RunMatmul(const Backend& b, const MatrixView& w, const Activations& x, std::vector<float>* y, int splits) {
@@ -319,17 +319,17 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
   }
 }
 
-// Backends whose prompt products are bf16 (KernelTable::f32_to_bf16): each weight (q * d_w) and
+// Backends whose prompt products are bf16 (KernelTable::f32_to_bf16_tile): each weight (q * d_w) and
 // each activation is rounded to bf16 (relative error at most 2^-9 each), products summed in f32.
 // Bound: |y - exact| <= sum|w x| * (2^-8 + (columns + 8) * 1.2e-7), where exact is the
 // double-precision product of the dequantized weights and the f32 activations. A wrong scale,
 // row, token or block would be off by a sizeable fraction of sum|w x|. With the activations
-// rounded by the session (Activations::bf16, padded rows) and by the kernel itself.
+// rounded by the session (Activations::bf16, tiles of 16 tokens) and by the kernel itself.
 TEST_CASE("bf16 prompt products agree with a double-precision product within bf16 rounding", "[kernels][conformance]") {
   const Backend& ref = Generic();
   bool ran = false;
   for (const Backend* b : CompiledBackends()) {
-    if (b->kernels->f32_to_bf16 == nullptr) continue;
+    if (b->kernels->f32_to_bf16_tile == nullptr) continue;
     if (!b->cpu_supports()) {
       WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
       continue;
@@ -351,11 +351,14 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
           for (int64_t t = 0; t < max_tokens; ++t) {
             ref.kernels->quantize_q8_0(xf.data() + t * columns, xq.data() + t * columns / 32, columns);
           }
-          // As the session lays them out: rows 64 bytes longer than columns, 16 readable rows more.
-          const int64_t stride = columns + kBf16RowPad;
-          std::vector<uint16_t> rounded(static_cast<size_t>((max_tokens + 16) * stride), 0x7fc0);  // NaN padding
-          for (int64_t t = 0; t < max_tokens; ++t) {
-            b->kernels->f32_to_bf16(xf.data() + t * columns, rounded.data() + t * stride, columns);
+          // As the session lays them out: tiles of 16 tokens, blocks a stride of one tile more
+          // than the tokens need apart (the session's stride is exact; a kernel must not assume it).
+          const int64_t tiles = (max_tokens + 15) / 16, block_stride = (tiles + 1) * kBf16TileElements;
+          std::vector<uint16_t> rounded(static_cast<size_t>(columns / 32 * block_stride), 0x7fc0);  // NaN padding
+          for (int64_t t = 0; t < tiles; ++t) {
+            b->kernels->f32_to_bf16_tile(xf.data() + 16 * t * columns, columns,
+                                         std::min<int64_t>(16, max_tokens - 16 * t),
+                                         rounded.data() + t * kBf16TileElements, block_stride);
           }
           for (int64_t tokens : token_counts) {
             Input input(xf, xq, tokens, columns);
@@ -363,7 +366,7 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
             // a kernel that read those would fault here rather than pass on stale ones.
             Activations with_bf16 = input.x;
             with_bf16.bf16 = rounded.data();
-            with_bf16.bf16_stride = stride;
+            with_bf16.bf16_block_stride = block_stride;
             with_bf16.q8_0 = nullptr;
             with_bf16.q8_0_sums = nullptr;
             with_bf16.q8_0_scales = nullptr;
@@ -396,31 +399,50 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
   if (!ran) WARN("SKIPPED: no backend with bf16 prompt products runs on this CPU");
 }
 
-// f32_to_bf16 against a scalar rounding (nearest even on the top 16 bits; NaN stays NaN), for
-// lengths around a register's 32 values.
-TEST_CASE("f32_to_bf16 rounds to nearest even", "[kernels][conformance]") {
+// f32_to_bf16_tile against a scalar rounding (nearest even on the top 16 bits; NaN stays NaN),
+// each element looked up where Activations::bf16 says it lies, for 1..16 tokens and 1..3 blocks;
+// the tile's tokens past n_tokens zero, nothing written between the blocks' tiles.
+TEST_CASE("f32_to_bf16_tile rounds to nearest even into the tile layout", "[kernels][conformance]") {
   for (const Backend* b : CompiledBackends()) {
-    if (b->kernels->f32_to_bf16 == nullptr || !b->cpu_supports()) continue;
-    for (int64_t n : {1, 15, 16, 17, 31, 32, 33, 64, 100}) {
-      auto x = RandomVector(static_cast<size_t>(n), static_cast<uint32_t>(n + 5), 100.0f);
-      x[0] = std::numeric_limits<float>::quiet_NaN();
-      if (n > 2) x[1] = -std::numeric_limits<float>::infinity(), x[2] = 1.0f + 1.0f / 256;  // a tie: to even (1.0)
-      std::vector<uint16_t> out(static_cast<size_t>(n) + 1, 0xabcd);
-      b->kernels->f32_to_bf16(x.data(), out.data(), n);
-      REQUIRE(out[static_cast<size_t>(n)] == 0xabcd);  // nothing written past n
-      for (int64_t i = 0; i < n; ++i) {
-        INFO(b->name << " n=" << n << " i=" << i);
-        uint32_t bits;
-        std::memcpy(&bits, &x[static_cast<size_t>(i)], 4);
-        if (std::isnan(x[static_cast<size_t>(i)])) {
-          uint32_t back = uint32_t{out[static_cast<size_t>(i)]} << 16;
-          float f;
-          std::memcpy(&f, &back, 4);
-          REQUIRE(std::isnan(f));
-          continue;
+    if (b->kernels->f32_to_bf16_tile == nullptr || !b->cpu_supports()) continue;
+    for (int64_t columns : {32, 64, 96}) {
+      for (int64_t tokens : {1, 2, 7, 15, 16}) {
+        auto x = RandomVector(static_cast<size_t>(columns * tokens), static_cast<uint32_t>(columns + tokens), 100.0f);
+        x[0] = std::numeric_limits<float>::quiet_NaN();
+        if (x.size() > 2) x[1] = -std::numeric_limits<float>::infinity(), x[2] = 1.0f + 1.0f / 256;  // a tie: to even
+        const int64_t block_stride = 2 * kBf16TileElements;  // a gap of one tile between blocks
+        std::vector<uint16_t> out(static_cast<size_t>(columns / 32 * block_stride), 0xabcd);
+        b->kernels->f32_to_bf16_tile(x.data(), columns, tokens, out.data(), block_stride);
+        for (int64_t block = 0; block < columns / 32; ++block) {
+          for (int64_t p = 0; p < 16; ++p) {
+            for (int64_t n = 0; n < 16; ++n) {
+              for (int64_t half = 0; half < 2; ++half) {
+                const uint16_t got = out[static_cast<size_t>(block * block_stride + 32 * p + 2 * n + half)];
+                const uint16_t gap =
+                    out[static_cast<size_t>(block * block_stride + kBf16TileElements + 32 * p + 2 * n + half)];
+                INFO(b->name << " columns " << columns << " tokens " << tokens << " block " << block << " pair " << p
+                             << " token " << n << " half " << half);
+                REQUIRE(gap == 0xabcd);
+                if (n >= tokens) {
+                  REQUIRE(got == 0);
+                  continue;
+                }
+                const float v = x[static_cast<size_t>(n * columns + 32 * block + 2 * p + half)];
+                uint32_t bits;
+                std::memcpy(&bits, &v, 4);
+                if (std::isnan(v)) {
+                  const uint32_t back = uint32_t{got} << 16;
+                  float f;
+                  std::memcpy(&f, &back, 4);
+                  REQUIRE(std::isnan(f));
+                  continue;
+                }
+                const uint32_t rounded = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
+                REQUIRE(got == static_cast<uint16_t>(rounded));
+              }
+            }
+          }
         }
-        const uint32_t rounded = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
-        REQUIRE(out[static_cast<size_t>(i)] == static_cast<uint16_t>(rounded));
       }
     }
   }

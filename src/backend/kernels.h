@@ -38,19 +38,20 @@ struct Activations {
   // is the one it asked for (KernelTable::q4_0_offset_run).
   const int32_t* q4_0_offsets = nullptr;
   int64_t q4_0_offset_run = 0;
-  // Optional (nullptr: a kernel that wants them rounds f32 itself): the rows of f32 rounded to
-  // bf16 by KernelTable::f32_to_bf16, bf16_stride (columns + kBf16RowPad) elements apart, for
-  // backends that ask for them. Rows past n_tokens, up to n_tokens + 15, are readable (their
-  // contents are ignored). A product of n_tokens >= KernelTable::bf16_min_tokens given them reads
-  // them and not q8_0: the session then quantizes only the last row (the one a later product may
-  // take alone, through the integer kernels).
+  // Optional (nullptr: a kernel that wants them rounds f32 itself): f32 rounded to bf16 by
+  // KernelTable::f32_to_bf16_tile, in tiles of 16 tokens by one 32-column block: the tile of
+  // tokens 16T .. 16T + 15 and block b starts at bf16 + T * kBf16TileElements + b *
+  // bf16_block_stride and holds, at [32 p + 2 n] and [32 p + 2 n + 1], elements 2p and 2p + 1 of
+  // the block for token n (AMX's order for TDPBF16PS's B operand); tokens past n_tokens are zero.
+  // A product of n_tokens >= KernelTable::bf16_min_tokens given them reads them and not q8_0:
+  // the session then quantizes only the last row (the one a later product may take alone,
+  // through the integer kernels).
   const uint16_t* bf16 = nullptr;
-  int64_t bf16_stride = 0;
+  int64_t bf16_block_stride = 0;
 };
 
-// Elements past a bf16 row's end in Activations::bf16 (64 bytes), so that rows of 2048 or 6144
-// columns are not a multiple of 4 KB apart (a tile load of 16 such rows would fall in one L1 set).
-inline constexpr int64_t kBf16RowPad = 32;
+// Elements in one Activations::bf16 tile: 16 tokens x 32 columns.
+inline constexpr int64_t kBf16TileElements = 16 * 32;
 
 struct KernelTable {
   // Quantizes n values (a multiple of 32) to Q8_0 blocks, as QuantizeRowQ8_0 does.
@@ -108,9 +109,12 @@ struct KernelTable {
   // for a prompt's Q4_0 products. Results are the same with or without them.
   int64_t q4_0_offset_run = 0;
   // Optional (nullptr: none): for a backend whose prompt products read Activations::bf16, rounds
-  // n values to bf16 (nearest even; NaN stays NaN). The session then fills bf16 for the quantized
-  // products of prompts of at least bf16_min_tokens tokens.
-  void (*f32_to_bf16)(const float* x, uint16_t* out, int64_t n) = nullptr;
+  // n_tokens <= 16 rows of x (`columns` apart, a multiple of 32) to bf16 (nearest even; NaN stays
+  // NaN) into one token tile of that layout (`out`: its block 0; blocks block_stride elements
+  // apart), zero for the tile's tokens past n_tokens. The session then fills bf16 for the
+  // quantized products of prompts of at least bf16_min_tokens tokens.
+  void (*f32_to_bf16_tile)(const float* x, int64_t columns, int64_t n_tokens, uint16_t* out,
+                           int64_t block_stride) = nullptr;
   int64_t bf16_min_tokens = 0;
 };
 

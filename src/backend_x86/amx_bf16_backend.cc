@@ -1,7 +1,8 @@
 // Registers the AMX-BF16 backend: amx_int8 with its longer prompts' quantized products in bf16 on
 // the tile unit (amx_bf16_kernels.h says what that changes in the results). Detection: everything
 // amx_int8 needs (which also asks the OS for the tile state), plus CPUID's AMX-BF16 (for
-// TDPBF16PS) and AVX512_BF16 (for the f32 to bf16 conversions). Compiled with the baseline flags.
+// TDPBF16PS), AVX512_BF16 (for the f32 to bf16 conversions) and AVX512_VBMI (the byte permutes
+// that dequantize). Compiled with the baseline flags.
 #include <cpuid.h>
 
 #include <cstdlib>
@@ -24,9 +25,10 @@ bool CpuHasAmxBf16() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx)) return false;
   const bool amx_bf16 = (edx & (1u << 22)) != 0;
+  const bool avx512_vbmi = (ecx & (1u << 1)) != 0;
   if (!__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx)) return false;
   const bool avx512_bf16 = (eax & (1u << 5)) != 0;
-  return amx_bf16 && avx512_bf16;
+  return amx_bf16 && avx512_vbmi && avx512_bf16;
 }
 
 bool Supported() {
@@ -39,7 +41,7 @@ const KernelTable& Table() {
   static const KernelTable table = [] {
     KernelTable t = *amx_int8::GetBackend().kernels;
     t.matmul = Matmul;
-    t.f32_to_bf16 = F32ToBf16;
+    t.f32_to_bf16_tile = F32ToBf16Tile;
     t.bf16_min_tokens = kMinTokens;
     return t;
   }();

@@ -20,8 +20,9 @@ inline constexpr int64_t kMinTokens = 32;
 // with a destructor has no place in an ISA unit.
 void* StagingBuffer(size_t bytes);
 
-// KernelTable::f32_to_bf16: n values rounded to bf16, nearest even (VCVTNE2PS2BF16).
-void F32ToBf16(const float* x, uint16_t* out, int64_t n);
+// KernelTable::f32_to_bf16_tile: up to 16 rows rounded to bf16, nearest even (VCVTNE2PS2BF16),
+// into one token tile of Activations::bf16.
+void F32ToBf16Tile(const float* x, int64_t columns, int64_t n_tokens, uint16_t* out, int64_t block_stride);
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
 

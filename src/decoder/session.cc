@@ -43,7 +43,8 @@ Activations RowsFrom(const Activations& a, int64_t from) {
     rows.q8_0_scales += from * blocks;
     rows.q4_0_offsets = nullptr;  // laid out for all the rows; the kernel works out its own
   }
-  if (rows.bf16 != nullptr) rows.bf16 += from * a.bf16_stride;
+  // bf16 tiles hold 16 tokens each: from inside a tile, a kernel rounds f32 itself.
+  if (rows.bf16 != nullptr) rows.bf16 = from % 16 == 0 ? rows.bf16 + from / 16 * kBf16TileElements : nullptr;
   rows.n_tokens = a.n_tokens - from;
   return rows;
 }
@@ -125,10 +126,9 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   scratch_.Add(&qx_, q8_blocks);
   scratch_.Add(&qx_sums_, q8_blocks);
   scratch_.Add(&qx_scales_, q8_blocks);
-  // bf16 rows 64 bytes longer than the widest input (so that tile rows are not 4 KB apart), and 16
-  // rows more than a batch (Activations::bf16).
-  if (model.backend().kernels->f32_to_bf16 != nullptr) {
-    scratch_.Add(&xbf_, (b + 16) * (widest + static_cast<size_t>(kBf16RowPad)));
+  // bf16 tiles of 16 tokens by 32 columns for a batch of the widest input (Activations::bf16).
+  if (model.backend().kernels->f32_to_bf16_tile != nullptr) {
+    scratch_.Add(&xbf_, (b + 15) / 16 * (widest / kQuantBlockSize) * static_cast<size_t>(kBf16TileElements));
   }
   // The Q4_0 offsets table, where the backend reads one and some product has Q4_0 weights.
   q4_0_offset_run_ = model.backend().kernels->q4_0_offset_run;
@@ -234,8 +234,8 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   // bf16 rows where the backend's prompt products read them; those read nothing else, so then only
   // the last row is quantized too: the last layer carries it alone past its keys and values
   // (RowsFrom), a product of one token on the integer kernels.
-  const bool bf16 = quantize && k.f32_to_bf16 != nullptr && n >= k.bf16_min_tokens && n > 1;
-  const int64_t bf16_stride = columns + kBf16RowPad;
+  const bool bf16 = quantize && k.f32_to_bf16_tile != nullptr && n >= k.bf16_min_tokens && n > 1;
+  const int64_t bf16_block_stride = (n + 15) / 16 * kBf16TileElements;
   const int64_t first_quantized = bf16 ? n - 1 : 0;
   // For a prompt's integer products only: a decode step's one token gains nothing from a table.
   const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0 && !bf16;
@@ -256,7 +256,12 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
       } else if (quantize_row) {
         k.quantize_q8_0(input + t * columns, qx_.data() + t * blocks, columns);
       }
-      if (bf16) k.f32_to_bf16(input + t * columns, xbf_.data() + t * bf16_stride, columns);
+    }
+    // Chunks start on whole tiles of 16 tokens (the SpreadChunks call below), so each tile is
+    // rounded by the thread that just wrote its rows.
+    for (int64_t t = begin; bf16 && t < end; t += 16) {
+      k.f32_to_bf16_tile(input + t * columns, columns, std::min<int64_t>(16, n - t),
+                         xbf_.data() + t / 16 * kBf16TileElements, bf16_block_stride);
     }
     const int64_t q_begin = std::max(begin, first_quantized);
     if (quantize && k.quantize_q8_0_summarized == nullptr && q_begin < end) {
@@ -267,7 +272,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
       FillQ4_0Offsets(qx_sums_.data(), blocks, n, q4_0_offset_run_, begin, end, qx_q4_0_offsets_.data());
     }
   };
-  SpreadChunks(n, int64_t{n} * columns * 4, job);  // prefill's many rows, not one decode row
+  SpreadChunks(n, int64_t{n} * columns * 4, job, bf16 ? 16 : 1);  // prefill's many rows, not one decode row
   if (quantize) {
     input_.q8_0 = qx_.data();
     input_.q8_0_sums = qx_sums_.data();
@@ -278,7 +283,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
     }
     if (bf16) {
       input_.bf16 = xbf_.data();
-      input_.bf16_stride = bf16_stride;
+      input_.bf16_block_stride = bf16_block_stride;
     }
   }
 }

@@ -113,15 +113,15 @@ class Session {
   // rows_: each thread walks its own contiguous share, then takes what is left at the back of the
   // other's. Why not fixed halves: on the shared host one vCPU often runs 20-50% slower than the
   // other for a while, and with fixed halves the per-token passes and attention waited for it
-  // (bench/README.md). `part` indexes per-thread scratch.
+  // (bench/README.md). `part` indexes per-thread scratch; chunks start on multiples of `align`.
   template <typename Fn>
-  void SpreadChunks(int64_t n, int64_t multiply_adds, Fn& fn) {
+  void SpreadChunks(int64_t n, int64_t multiply_adds, Fn& fn, int64_t align = 1) {
     const int parts = Parts(multiply_adds);
     if (parts == 1 || n < 2) {
       fn(int64_t{0}, n, 0);
       return;
     }
-    rows_.Plan(n, parts, kPassChunksPerThread);
+    rows_.Plan(n, parts, kPassChunksPerThread, align);
     auto job = [&](int part, int /*parts*/) {
       RowScheduler::Chunk c{};
       while (rows_.Next(part, &c)) fn(c.begin, c.end, part);
@@ -170,7 +170,7 @@ class Session {
   ScratchArray<BlockQ8_0> qx_;
   ScratchArray<int32_t> qx_sums_;  // per block of qx_: sum of quants, scale as f32
   ScratchArray<float> qx_scales_;
-  // Prompt rows rounded to bf16, where the backend reads them (kBf16RowPad elements longer than a row).
+  // Prompt rows rounded to bf16 in tiles of 16 tokens, where the backend reads them (Activations::bf16).
   ScratchArray<uint16_t> xbf_;
   ScratchArray<int32_t> qx_q4_0_offsets_;  // for prompts, where the backend reads them (FillQ4_0Offsets)
   int64_t q4_0_offset_run_ = 0;            // their run of blocks; 0: no table
