@@ -37,7 +37,7 @@
 namespace kestrel::amx_bf16 {
 namespace {
 
-constexpr int kTileTokens = 16;    // tokens per A and C tile
+constexpr int kTileTokens = 16;    // tokens per B and C tile
 constexpr int kMaxTokenTiles = 4;  // C tiles 0-3
 
 // Tile registers: C 0-3 (16 weight rows x 16 tokens each, one per token tile), A 4 and 5 (the
@@ -200,10 +200,11 @@ inline __m512i Q8Row(__m512i lo, const ByteIndex& lo_index, __m512i hi, const By
   return reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(Q8Values(hi, hi_index, s, o), Q8Values(lo, lo_index, s, o)));
 }
 
-// The 16 rows' d_w, from their f16 scales (rows past the matrix zero).
+// The 16 rows' scales from their f16 d_w (rows past the matrix zero): Q4_0 d itself; Q8_0 d / 256
+// and -32896 d, Q8Values' two constants.
 struct alignas(64) RowScales {
   float d[16];
-  float offset[16];  // Q8_0: -32896 d (Q8Values)
+  float offset[16];  // Q8_0 only
 };
 
 inline void ConvertScales(__m256i halves, bool q8, RowScales* out) {
