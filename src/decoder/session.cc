@@ -231,7 +231,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   input_ = Activations{input, nullptr, n, columns};
   if (norm == nullptr && !quantize && step == RowStep::kNone) return;
   const int64_t blocks = columns / kQuantBlockSize;
-  // bf16 rows where the backend's prompt products read them; those read nothing else, so then only
+  // bf16 tiles where the backend's prompt products read them; those read nothing else, so then only
   // the last row is quantized too: the last layer carries it alone past its keys and values
   // (RowsFrom), a product of one token on the integer kernels.
   const bool bf16 = quantize && k.f32_to_bf16_tile != nullptr && n >= k.bf16_min_tokens && n > 1;
