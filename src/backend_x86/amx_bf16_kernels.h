@@ -11,8 +11,10 @@
 
 namespace kestrel::amx_bf16 {
 
-// Quantized products of fewer tokens go to amx_int8's kernels (kernels bench: bench/README.md).
-inline constexpr int64_t kMinTokens = 32;
+// Quantized products of fewer tokens go to amx_int8's kernels: with the weights as the A operand
+// bf16 wins from 24 tokens for Q4_0 (1.08-1.32x at 24, 0.93x at 16) and from 8 for Q8_0
+// (kestrel-bench pp at two threads against --backend amx_int8: bench/README.md).
+inline constexpr int64_t kMinTokens = 24;
 
 // A buffer of at least `bytes`, 64-byte aligned, owned by the calling thread and reused by its
 // next call: where a caller passes no Activations::bf16 (tests, benchmarks), Matmul rounds the
