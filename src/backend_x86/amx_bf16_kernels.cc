@@ -235,12 +235,13 @@ inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int
       }
     }
   } else if constexpr (std::is_same_v<Weights, PlainQ4_0>) {
+    constexpr int kBytes = Weights::kRowBlockBytes;
     alignas(32) uint16_t halves[16] = {};
-    const uint8_t* block = data + (r0 * blocks + b) * 18;
-    for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * blocks * 18, 2);
+    const uint8_t* block = data + (r0 * blocks + b) * kBytes;
+    for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * blocks * kBytes, 2);
     ConvertScales(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)), false, &s);
     const auto quants = [&](int m) {
-      return m < n_rows ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + m * blocks * 18 + 2))
+      return m < n_rows ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + m * blocks * kBytes + 2))
                         : _mm_setzero_si128();
     };
     for (int m = 0; m < n_rows; m += 2) {  // row m's 16 quant bytes in lane 0, row m + 1's in lane 1
@@ -273,13 +274,14 @@ inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int
     }
   } else {
     static_assert(std::is_same_v<Weights, PlainQ8_0>);
+    constexpr int kBytes = Weights::kRowBlockBytes;
     alignas(32) uint16_t halves[16] = {};
-    const uint8_t* block = data + (r0 * blocks + b) * 34;
-    for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * blocks * 34, 2);
+    const uint8_t* block = data + (r0 * blocks + b) * kBytes;
+    for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * blocks * kBytes, 2);
     ConvertScales(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)), true, &s);
     for (int m = 0; m < n_rows; ++m) {
-      const __m512i quants = FlipSigns(
-          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + m * blocks * 34 + 2))));
+      const __m512i quants = FlipSigns(_mm512_castsi256_si512(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + m * blocks * kBytes + 2))));
       _mm512_store_si512(out->row[m], Q8Row(quants, kQ8Plain[0], quants, kQ8Plain[1], &s.d[m], &s.offset[m]));
     }
   }

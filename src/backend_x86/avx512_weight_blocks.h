@@ -77,11 +77,10 @@ inline void PackFromChunks(const uint8_t* data, int64_t blocks, int64_t r0, int 
 }
 
 // From chunk[k] (lane i: bytes 4k..4k+3 of row i's Q8_0 quants): w + 128 as unsigned bytes, what
-// VPDPBUSD reads; kSigned: w itself, for kernels that convert the quants.
-template <bool kSigned = false>
+// VPDPBUSD reads.
 inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(kSigned ? 0 : 0x80));
-  for (int k = 0; k < 8; ++k) out->u[k] = kSigned ? chunk[k] : _mm512_xor_si512(chunk[k], flip);
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int k = 0; k < 8; ++k) out->u[k] = _mm512_xor_si512(chunk[k], flip);
 }
 
 // Loaders: block b of rows r0 .. r0 + n_rows - 1 (n_rows <= 16) as a WeightBlock; rows past n_rows
@@ -273,8 +272,6 @@ struct TiledQ8_0x8 {
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchAt<kToL2>(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8);
   }
-  // kSigned: u[k] holds the signed quants themselves (BiasQ8), for kernels that convert them.
-  template <bool kSigned = false>
   static void LoadAt(const uint8_t* unit0, int64_t stride, int n_tiles, WeightBlock* out) {
     __m512i part[2][4];
     __m128i scales[2];
@@ -293,11 +290,10 @@ struct TiledQ8_0x8 {
     for (int q = 0; q < 4; ++q) {
       for (int h = 0; h < 2; ++h) chunk[2 * q + h] = Pick(part[0][q], kQ8TiledPick[h], part[1][q]);
     }
-    BiasQ8<kSigned>(chunk, out);
+    BiasQ8(chunk, out);
   }
-  template <bool kSigned = false>
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
-    LoadAt<kSigned>(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8, out);
+    LoadAt(Group(data, blocks, r0, 0, b), blocks * 272, (n_rows + 7) / 8, out);
   }
 };
 
@@ -326,7 +322,6 @@ struct PlainQ8_0 {
   static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
     PrefetchPlainRows<34, kToL2>(data, blocks, r0, n_rows, b);
   }
-  template <bool kSigned = false>  // as TiledQ8_0x8's
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     alignas(32) uint16_t scales[kRows];
     __m256i row[kRows];
@@ -356,7 +351,7 @@ struct PlainQ8_0 {
     for (int k = 0; k < 4; ++k) {
       for (int k0 = 0; k0 < 2; ++k0) chunk[2 * k + k0] = Pick(step2[2 * k], kQ8Step3[k0], step2[2 * k + 1]);
     }
-    BiasQ8<kSigned>(chunk, out);
+    BiasQ8(chunk, out);
   }
 };
 
