@@ -15,12 +15,12 @@
 // Layout: C (16 weight rows x 16 tokens, f32) += A (one block of 16 weight rows, 32 bf16 each, in
 // order) . B (16 tokens' activations for that block in VNNI pairs: Activations::bf16's tiles). The
 // weights are the A operand so that dequantizing writes whole rows, no transposes (a Q8_0 block
-// of 16 rows in ~23 ns instead of ~46 as the B operand); the price is one 16 x 16 transpose per C
-// tile per strip, into y. Each 16-row strip runs its blocks once: each block dequantized into A (a
-// ring of three buffers, one block ahead), then four products, one per 16-token tile. About 40 ns
-// per block are the tile loads and products (of which ~10 the four activation tiles read from L2:
-// 4 KB a block, reread by every strip) and 23-30 ns the dequantizing; the two do not overlap on the
-// one AMX CPU measured (bench/README.md). Prompts shorter than kMinTokens go to amx_int8 (too few
+// of 16 rows in 32-36 ns in the kernel instead of ~46 as the B operand; 23.5 in L1); the price is
+// one 16 x 16 transpose per C tile per strip, into y. Each 16-row strip runs its blocks once: each
+// block dequantized into A (a ring of three buffers, one block ahead), then four products, one per
+// 16-token tile. About 40 ns per block are the tile loads and products (of which ~10 the four
+// activation tiles read from L2: 4 KB a block, reread by every strip) and 32-40 ns the
+// dequantizing; the two overlap only in part on the one AMX CPU measured (bench/README.md). Prompts shorter than kMinTokens go to amx_int8 (too few
 // tokens to pay for the dequantizing).
 #define KESTREL_AVX512_NAMESPACE amx_bf16
 #include "backend_x86/amx_bf16_kernels.h"
