@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "backend/registry.h"
 #include "convert/converter.h"
 #include "convert/source_model.h"
@@ -240,9 +241,9 @@ std::vector<int32_t> SyntheticPrompt() { return SpreadPrompt(150, 3, 53, 17); }
 
 // The prompt on each run's thread count and batch size: the last token's logits must be finite
 // and the same bits every time. The one exception: a backend whose prompt products are bf16
-// (KernelTable::f32_to_bf16_tile; amx_bf16) takes that path only for batches of bf16_min_tokens or
-// more, so runs cut into different batches agree within that rounding (below) and runs with the
-// same batches, on any thread count, bit for bit.
+// (KernelTable::f32_to_bf16_tile; amx_bf16) takes that path only from a number of tokens per
+// weight type (TakesBf16Path), so runs cut into different batches agree within that rounding
+// (below) and runs with the same batches, on any thread count, bit for bit.
 struct Run {
   int threads, batch;
 };
@@ -325,6 +326,39 @@ TEST_CASE("fully quantized synthetic model: logits the same for every thread cou
       RequireSameLogits(*LoadModel(path, backend), prompt, {{1, 512}, {3, 512}, {2, 7}, {2, 64}, {1, 1}},
                         std::string(v.name) + " on " + backend);
     }
+  }
+}
+
+// A file may mix quantized types (a GGUF's types are kept as they are), and a backend's bf16
+// prompt path may start at a different length per type (amx_bf16: Q8_0 from 8 tokens, Q4_0 from
+// 24), so one input can feed products on both paths: the session must then give them both forms
+// (bf16 tiles and Q8_0 blocks for every row). Here the query, attention output and gate products
+// are Q8_0 and the key, value, up and down products Q4_0, so batches of 16 give every input both
+// kinds of reader. Had the session quantized only the last row there, the Q4_0 products would read
+// stale blocks and the batch-of-16 run would be far from the others.
+TEST_CASE("a model mixing Q8_0 and Q4_0 products: logits the same for every thread count and batching",
+          "[backends][model]") {
+  auto source = convert::MakeSynthetic("tiny", 7);
+  REQUIRE(source.ok());
+  int q8_0 = 0, q4_0 = 0;
+  for (convert::SourceTensor& t : source->tensors) {
+    if (t.dims.size() < 2 || t.name.rfind("blk.", 0) != 0) continue;
+    const bool eight = absl::StrContains(t.name, "attn_q.") || absl::StrContains(t.name, "attn_output.") ||
+                       absl::StrContains(t.name, "ffn_gate.");
+    t.source_dtype = eight ? DType::kQ8_0 : DType::kQ4_0;
+    ++(eight ? q8_0 : q4_0);
+  }
+  REQUIRE(q8_0 > 0);
+  REQUIRE(q4_0 > 0);
+  const std::string path = testing::TempPath("tiny-mixed.vqf");
+  REQUIRE(convert::ConvertModel(*source, path, convert::ConvertOptions{}, nullptr).ok());
+  const std::vector<int32_t> prompt = SyntheticPrompt();
+  for (const std::string& backend : UsableBackends()) {
+    auto model = LoadModel(path, backend);
+    const LayerWeights& layer = model->layers()[0];
+    REQUIRE(layer.q.dtype == DType::kQ8_0);
+    REQUIRE(layer.k.dtype == DType::kQ4_0);
+    RequireSameLogits(*model, prompt, {{1, 512}, {2, 16}, {3, 16}, {2, 8}, {2, 7}, {1, 1}}, "mixed on " + backend);
   }
 }
 

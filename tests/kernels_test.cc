@@ -147,11 +147,6 @@ struct Input {
   Input& operator=(const Input&) = delete;
 };
 
-// Whether b computes quantized products of this many tokens in bf16 (KernelTable::f32_to_bf16_tile).
-bool Bf16Prompt(const Backend& b, int64_t tokens) {
-  return b.kernels->f32_to_bf16_tile != nullptr && tokens > 1 && tokens >= b.kernels->bf16_min_tokens;
-}
-
 void RunMatmul(const Backend& b, const MatrixView& w, const Activations& x, std::vector<float>* y, int splits) {
   y->assign(static_cast<size_t>(x.n_tokens * w.rows), std::numeric_limits<float>::quiet_NaN());
   const int tile = LayoutTileRows(w.layout);
@@ -282,7 +277,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
         }
         for (int64_t tokens : shape.tokens) {
           // A backend's bf16 prompt products are not exact: the test below bounds them.
-          if (Bf16Prompt(*b, tokens)) continue;
+          if (TakesBf16Path(*b->kernels, c.dtype, tokens)) continue;
           INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
                        << " tokens " << tokens);
           Input input(xf, xq, tokens, columns);
@@ -335,12 +330,13 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
       continue;
     }
     ran = true;
-    const int64_t min_tokens = std::max<int64_t>(2, b->kernels->bf16_min_tokens);
-    // One and several 16-token tiles past the minimum, a 64-token chunk and one token either side,
-    // and several chunks.
-    const std::vector<int64_t> token_counts = {min_tokens, min_tokens + 1, 47, 48, 63, 64, 65, 130};
     for (const MatmulCase& c : kMatmulCases) {
       if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
+      // The fewest tokens this type takes in bf16 and one more, one and several 16-token tiles, a
+      // 64-token chunk and one token either side, and several chunks.
+      int64_t min_tokens = 2;
+      while (min_tokens < 48 && !TakesBf16Path(*b->kernels, c.dtype, min_tokens)) ++min_tokens;
+      const std::vector<int64_t> token_counts = {min_tokens, min_tokens + 1, 47, 48, 63, 64, 65, 130};
       for (int64_t columns : {32, 96, 544, 2080}) {
         for (int64_t rows : {int64_t{LayoutTileRows(c.layout)}, int64_t{16}, int64_t{40}, int64_t{72}}) {
           if (rows % LayoutTileRows(c.layout) != 0) continue;

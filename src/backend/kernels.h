@@ -43,9 +43,9 @@ struct Activations {
   // tokens 16T .. 16T + 15 and block b starts at bf16 + T * kBf16TileElements + b *
   // bf16_block_stride and holds, at [32 p + 2 n] and [32 p + 2 n + 1], elements 2p and 2p + 1 of
   // the block for token n (AMX's order for TDPBF16PS's B operand); tokens past n_tokens are zero.
-  // A product of n_tokens >= KernelTable::bf16_min_tokens given them reads them and not q8_0:
-  // the session then quantizes only the last row (the one a later product may take alone,
-  // through the integer kernels).
+  // A product that takes that path (TakesBf16Path) reads them and not q8_0: where every quantized
+  // product of the model does, the session quantizes only the last row (the one a later product
+  // may take alone, through the integer kernels).
   const uint16_t* bf16 = nullptr;
   int64_t bf16_block_stride = 0;
 };
@@ -112,10 +112,22 @@ struct KernelTable {
   // n_tokens <= 16 rows of x (`columns` apart, a multiple of 32) to bf16 (nearest even; NaN stays
   // NaN) into one token tile of that layout (`out`: its block 0; blocks block_stride elements
   // apart), zero for the tile's tokens past n_tokens. The session then fills bf16 for the
-  // quantized products of prompts of at least bf16_min_tokens tokens.
+  // quantized products that take it (TakesBf16Path).
   void (*f32_to_bf16_tile)(const float* x, int64_t columns, int64_t n_tokens, uint16_t* out,
                            int64_t block_stride) = nullptr;
-  int64_t bf16_min_tokens = 0;
+  // The fewest tokens from which `matmul` computes a Q4_0 or Q8_0 product in bf16 (0: never): the
+  // dequantizing a tile costs is paid back from a different prompt length per type.
+  int64_t bf16_min_tokens_q4_0 = 0;
+  int64_t bf16_min_tokens_q8_0 = 0;
 };
+
+// Whether `k.matmul` computes a product of `n_tokens` tokens over `dtype` weights from
+// Activations::bf16 (and not from Q8_0 blocks).
+inline bool TakesBf16Path(const KernelTable& k, DType dtype, int64_t n_tokens) {
+  const int64_t min_tokens = dtype == DType::kQ4_0   ? k.bf16_min_tokens_q4_0
+                             : dtype == DType::kQ8_0 ? k.bf16_min_tokens_q8_0
+                                                     : 0;
+  return k.f32_to_bf16_tile != nullptr && min_tokens > 0 && n_tokens > 1 && n_tokens >= min_tokens;
+}
 
 }  // namespace kestrel

@@ -20,8 +20,9 @@
 // block dequantized into A (a ring of three buffers, one block ahead), then four products, one per
 // 16-token tile. About 40 ns per block are the tile loads and products (of which ~10 the four
 // activation tiles read from L2: 4 KB a block, reread by every strip) and 32-40 ns the
-// dequantizing; the two overlap only in part on the one AMX CPU measured (bench/README.md). Prompts shorter than kMinTokens go to amx_int8 (too few
-// tokens to pay for the dequantizing).
+// dequantizing; the two overlap only in part on the one AMX CPU measured (bench/README.md).
+// Prompts shorter than kMinTokensQ4_0 / kMinTokensQ8_0 go to amx_int8 (too few tokens to pay for
+// the dequantizing).
 #define KESTREL_AVX512_NAMESPACE amx_bf16
 #include "backend_x86/amx_bf16_kernels.h"
 
@@ -431,7 +432,8 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
   const bool quantized = w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0;
   const int64_t blocks = w.columns / 32;
-  if (!quantized || x.n_tokens < kMinTokens || x.f32 == nullptr || blocks == 0 || row_begin >= row_end) {
+  const int64_t min_tokens = w.dtype == DType::kQ4_0 ? kMinTokensQ4_0 : kMinTokensQ8_0;
+  if (!quantized || x.n_tokens < min_tokens || x.f32 == nullptr || blocks == 0 || row_begin >= row_end) {
     return amx_int8::Matmul(w, x, y, y_stride, row_begin, row_end);
   }
   const auto* data = static_cast<const uint8_t*>(w.data);

@@ -221,24 +221,35 @@ absl::Status Session::Eval(const int32_t* tokens, size_t n, bool decode) {
   return absl::OkStatus();
 }
 
-void Session::PrepareInput(float* x, int32_t n, int64_t columns, bool quantize, RowStep step) {
-  PrepareInput(x, nullptr, n, columns, quantize, step);
+void Session::PrepareInput(float* x, int32_t n, int64_t columns, std::initializer_list<DType> readers, RowStep step) {
+  PrepareInput(x, nullptr, n, columns, readers, step);
 }
 
-void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t columns, bool quantize, RowStep step) {
+void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t columns,
+                           std::initializer_list<DType> readers, RowStep step) {
   const KernelTable& k = *model_.backend().kernels;
   const float* input = norm != nullptr ? xn_.data() : x;
   input_ = Activations{input, nullptr, n, columns};
+  // Which forms the readers take: bf16 tiles for the prompt products that compute in bf16, Q8_0
+  // blocks for the other quantized ones (float weights read x itself).
+  bool bf16 = false, integer = false, q4_0_integer = false;
+  for (const DType dtype : readers) {
+    if (!IsBlockQuantized(dtype)) continue;
+    const bool takes_bf16 = n > 1 && TakesBf16Path(k, dtype, n);
+    bf16 = bf16 || takes_bf16;
+    integer = integer || !takes_bf16;
+    q4_0_integer = q4_0_integer || (dtype == DType::kQ4_0 && !takes_bf16);
+  }
+  const bool quantize = bf16 || integer;
   if (norm == nullptr && !quantize && step == RowStep::kNone) return;
   const int64_t blocks = columns / kQuantBlockSize;
-  // bf16 tiles where the backend's prompt products read them; those read nothing else, so then only
-  // the last row is quantized too: the last layer carries it alone past its keys and values
-  // (RowsFrom), a product of one token on the integer kernels.
-  const bool bf16 = quantize && k.f32_to_bf16_tile != nullptr && n >= k.bf16_min_tokens && n > 1;
   const int64_t bf16_block_stride = (n + 15) / 16 * kBf16TileElements;
-  const int64_t first_quantized = bf16 ? n - 1 : 0;
-  // For a prompt's integer products only: a decode step's one token gains nothing from a table.
-  const bool q4_0_offsets = quantize && n > 1 && q4_0_offset_run_ > 0 && !bf16;
+  // Where only bf16 readers take the whole batch, only the last row is quantized too: the last
+  // layer carries it alone past its keys and values (RowsFrom), a product of one token on the
+  // integer kernels.
+  const int64_t first_quantized = bf16 && !integer ? n - 1 : 0;
+  // For a prompt's integer Q4_0 products only: a decode step's one token gains nothing from a table.
+  const bool q4_0_offsets = q4_0_integer && n > 1 && q4_0_offset_run_ > 0;
   auto job = [&](int64_t begin, int64_t end, int /*part*/) {
     for (int64_t t = begin; t < end; ++t) {
       float* row = x + t * columns;
@@ -389,8 +400,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     const LayerWeights& w = model_.layers()[layer];
     other_start = Clock::now();
     // From the second layer on, the previous layer's FFN residual is added in the same pass.
-    PrepareInput(x_.data(), w.attn_norm, n, dim,
-                 IsBlockQuantized(w.q.dtype) || IsBlockQuantized(w.k.dtype) || IsBlockQuantized(w.v.dtype),
+    PrepareInput(x_.data(), w.attn_norm, n, dim, {w.q.dtype, w.k.dtype, w.v.dtype},
                  layer > 0 ? RowStep::kAddResidual : RowStep::kNone);
     if (layer > 0) ReportStats(layer - 1, "ffn", x_.data() + (n - 1) * dim, pos0 + n - 1);
     other_done();
@@ -493,13 +503,12 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     // From here rows [from, n) of x_ and attn_ go on; the products' outputs (proj_, gate_, up_)
     // hold them from their first row, where PrepareInput's residual and gating steps look.
     other_start = Clock::now();
-    PrepareInput(attn_.data() + from * q_dim, rows, q_dim, IsBlockQuantized(w.attn_output.dtype));
+    PrepareInput(attn_.data() + from * q_dim, rows, q_dim, {w.attn_output.dtype});
     other_done();
     Linear(w.attn_output, rows, proj_.data(), TimingRole::kAttentionOutput);
     if (auto s = CheckFinite(proj_.data(), rows * dim, layer, "attn_output matmul"); !s.ok()) return s;
     other_start = Clock::now();
-    PrepareInput(x_.data() + from * dim, w.ffn_norm, rows, dim,
-                 IsBlockQuantized(w.gate.dtype) || IsBlockQuantized(w.up.dtype), RowStep::kAddResidual);
+    PrepareInput(x_.data() + from * dim, w.ffn_norm, rows, dim, {w.gate.dtype, w.up.dtype}, RowStep::kAddResidual);
     ReportStats(layer, "attention", x_.data() + (n - 1) * dim, pos0 + n - 1);
     other_done();
     const LinearOutput gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
@@ -507,7 +516,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     if (auto s = CheckFinite(gate_.data(), int64_t{rows} * c.ffn_dim, layer, "ffn_gate matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(up_.data(), int64_t{rows} * c.ffn_dim, layer, "ffn_up matmul"); !s.ok()) return s;
     other_start = Clock::now();
-    PrepareInput(gate_.data(), rows, c.ffn_dim, IsBlockQuantized(w.down.dtype), RowStep::kSiluGate);
+    PrepareInput(gate_.data(), rows, c.ffn_dim, {w.down.dtype}, RowStep::kSiluGate);
     other_done();
     Linear(w.down, rows, proj_.data(), TimingRole::kDown);
     if (auto s = CheckFinite(proj_.data(), rows * dim, layer, "ffn_down matmul"); !s.ok()) return s;
@@ -516,7 +525,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   // row that layer kept.
   if (c.n_layers > 0) {
     other_start = Clock::now();
-    PrepareInput(x_.data() + (n - 1) * dim, 1, dim, /*quantize=*/false, RowStep::kAddResidual);
+    PrepareInput(x_.data() + (n - 1) * dim, 1, dim, /*readers=*/{}, RowStep::kAddResidual);
     ReportStats(c.n_layers - 1, "ffn", x_.data() + (n - 1) * dim, pos0 + n - 1);
     other_done();
   }
@@ -524,7 +533,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   if (!want_logits) return absl::OkStatus();
 
   other_start = Clock::now();
-  PrepareInput(x_.data() + (n - 1) * dim, model_.output_norm(), 1, dim, IsBlockQuantized(model_.output().dtype));
+  PrepareInput(x_.data() + (n - 1) * dim, model_.output_norm(), 1, dim, {model_.output().dtype});
   ReportStats(-1, "final_norm", xn_.data(), position_ - 1);
   other_done();
   Linear(model_.output(), 1, logits_.data(), TimingRole::kLmHead);

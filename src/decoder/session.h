@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -137,11 +138,13 @@ class Session {
     kAddResidual,  // x += proj_ (a residual connection; x is x_)
     kSiluGate,     // x = silu(x) * up_ (x is gate_)
   };
-  // The input of the next products: x itself (after `step`), or with `norm`, RMSNorm(x) with that
-  // weight (into xn_); quantized to Q8_0 blocks when `quantize`. Spread over the pool in chunks of
-  // tokens for prefill (SpreadChunks).
-  void PrepareInput(float* x, int32_t n, int64_t columns, bool quantize, RowStep step = RowStep::kNone);
-  void PrepareInput(float* x, const float* norm, int32_t n, int64_t columns, bool quantize,
+  // The input of the next products, whose weights have the dtypes `readers`: x itself (after
+  // `step`), or with `norm`, RMSNorm(x) with that weight (into xn_); in the forms those products
+  // read (Q8_0 blocks, bf16 tiles: KernelTable::matmul, TakesBf16Path). Spread over the pool in
+  // chunks of tokens for prefill (SpreadChunks).
+  void PrepareInput(float* x, int32_t n, int64_t columns, std::initializer_list<DType> readers,
+                    RowStep step = RowStep::kNone);
+  void PrepareInput(float* x, const float* norm, int32_t n, int64_t columns, std::initializer_list<DType> readers,
                     RowStep step = RowStep::kNone);
   absl::Status CheckFinite(const float* values, int64_t count, int layer, const char* op) const;
   void ReportStats(int layer, const char* stage, const float* x, int32_t position) const;
