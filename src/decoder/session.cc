@@ -235,7 +235,7 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   bool bf16 = false, integer = false, q4_0_integer = false;
   for (const DType dtype : readers) {
     if (!IsBlockQuantized(dtype)) continue;
-    const bool takes_bf16 = n > 1 && TakesBf16Path(k, dtype, n);
+    const bool takes_bf16 = TakesBf16Path(k, dtype, n);
     bf16 = bf16 || takes_bf16;
     integer = integer || !takes_bf16;
     q4_0_integer = q4_0_integer || (dtype == DType::kQ4_0 && !takes_bf16);
