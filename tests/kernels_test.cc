@@ -334,8 +334,9 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
       if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
       // The fewest tokens this type takes in bf16 and one more, one and several 16-token tiles, a
       // 64-token chunk and one token either side, and several chunks.
-      int64_t min_tokens = 2;
-      while (min_tokens < 48 && !TakesBf16Path(*b->kernels, c.dtype, min_tokens)) ++min_tokens;
+      const int64_t least = Bf16MinTokens(*b->kernels, c.dtype);
+      if (least == 0) continue;  // this type never takes the bf16 path
+      const int64_t min_tokens = std::max<int64_t>(2, least);
       const std::vector<int64_t> token_counts = {min_tokens, min_tokens + 1, 47, 48, 63, 64, 65, 130};
       for (int64_t columns : {32, 96, 544, 2080}) {
         for (int64_t rows : {int64_t{LayoutTileRows(c.layout)}, int64_t{16}, int64_t{40}, int64_t{72}}) {

@@ -121,13 +121,17 @@ struct KernelTable {
   int64_t bf16_min_tokens_q8_0 = 0;
 };
 
+// The fewest tokens from which `k.matmul` computes a product over `dtype` weights in bf16 (0: never).
+inline int64_t Bf16MinTokens(const KernelTable& k, DType dtype) {
+  if (k.f32_to_bf16_tile == nullptr) return 0;
+  return dtype == DType::kQ4_0 ? k.bf16_min_tokens_q4_0 : dtype == DType::kQ8_0 ? k.bf16_min_tokens_q8_0 : 0;
+}
+
 // Whether `k.matmul` computes a product of `n_tokens` tokens over `dtype` weights from
 // Activations::bf16 (and not from Q8_0 blocks).
 inline bool TakesBf16Path(const KernelTable& k, DType dtype, int64_t n_tokens) {
-  const int64_t min_tokens = dtype == DType::kQ4_0   ? k.bf16_min_tokens_q4_0
-                             : dtype == DType::kQ8_0 ? k.bf16_min_tokens_q8_0
-                                                     : 0;
-  return k.f32_to_bf16_tile != nullptr && min_tokens > 0 && n_tokens > 1 && n_tokens >= min_tokens;
+  const int64_t min_tokens = Bf16MinTokens(k, dtype);
+  return min_tokens > 0 && n_tokens > 1 && n_tokens >= min_tokens;
 }
 
 }  // namespace kestrel

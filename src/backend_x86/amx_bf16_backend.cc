@@ -42,8 +42,8 @@ const KernelTable& Table() {
     KernelTable t = *amx_int8::GetBackend().kernels;
     t.matmul = Matmul;
     t.f32_to_bf16_tile = F32ToBf16Tile;
-    t.bf16_min_tokens_q4_0 = kMinTokensQ4_0;
-    t.bf16_min_tokens_q8_0 = kMinTokensQ8_0;
+    t.bf16_min_tokens_q4_0 = MinTokens(DType::kQ4_0);
+    t.bf16_min_tokens_q8_0 = MinTokens(DType::kQ8_0);
     return t;
   }();
   return table;

@@ -21,8 +21,8 @@
 // 16-token tile. About 40 ns per block are the tile loads and products (of which ~10 the four
 // activation tiles read from L2: 4 KB a block, reread by every strip) and 32-40 ns the
 // dequantizing; the two overlap only in part on the one AMX CPU measured (bench/README.md).
-// Prompts shorter than kMinTokensQ4_0 / kMinTokensQ8_0 go to amx_int8 (too few tokens to pay for
-// the dequantizing).
+// Prompts shorter than MinTokens(dtype) go to amx_int8 (too few tokens to pay for the
+// dequantizing).
 #define KESTREL_AVX512_NAMESPACE amx_bf16
 #include "backend_x86/amx_bf16_kernels.h"
 
@@ -218,6 +218,13 @@ inline void ConvertScales(__m256i halves, bool q8, RowScales* out) {
   }
 }
 
+// A plain block's scales: the f16 d_w leading each of n_rows rows, row_bytes apart.
+inline void PlainScales(const uint8_t* block, int64_t row_bytes, int n_rows, bool q8, RowScales* out) {
+  alignas(32) uint16_t halves[16] = {};
+  for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * row_bytes, 2);
+  ConvertScales(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)), q8, out);
+}
+
 // Block b of rows r0 .. r0 + n_rows - 1 dequantized into `out` (rows past n_rows are left as they
 // are, or hold the rest of a layout tile).
 template <typename Weights>
@@ -237,10 +244,8 @@ inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int
     }
   } else if constexpr (std::is_same_v<Weights, PlainQ4_0>) {
     constexpr int kBytes = Weights::kRowBlockBytes;
-    alignas(32) uint16_t halves[16] = {};
     const uint8_t* block = data + (r0 * blocks + b) * kBytes;
-    for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * blocks * kBytes, 2);
-    ConvertScales(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)), false, &s);
+    PlainScales(block, blocks * kBytes, n_rows, false, &s);
     const auto quants = [&](int m) {
       return m < n_rows ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + m * blocks * kBytes + 2))
                         : _mm_setzero_si128();
@@ -276,10 +281,8 @@ inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int
   } else {
     static_assert(std::is_same_v<Weights, PlainQ8_0>);
     constexpr int kBytes = Weights::kRowBlockBytes;
-    alignas(32) uint16_t halves[16] = {};
     const uint8_t* block = data + (r0 * blocks + b) * kBytes;
-    for (int m = 0; m < n_rows; ++m) std::memcpy(&halves[m], block + m * blocks * kBytes, 2);
-    ConvertScales(_mm256_load_si256(reinterpret_cast<const __m256i*>(halves)), true, &s);
+    PlainScales(block, blocks * kBytes, n_rows, true, &s);
     for (int m = 0; m < n_rows; ++m) {
       const __m512i quants = FlipSigns(_mm512_castsi256_si512(
           _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + m * blocks * kBytes + 2))));
@@ -430,10 +433,9 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
 }  // namespace
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end) {
-  const bool quantized = w.dtype == DType::kQ4_0 || w.dtype == DType::kQ8_0;
   const int64_t blocks = w.columns / 32;
-  const int64_t min_tokens = w.dtype == DType::kQ4_0 ? kMinTokensQ4_0 : kMinTokensQ8_0;
-  if (!quantized || x.n_tokens < min_tokens || x.f32 == nullptr || blocks == 0 || row_begin >= row_end) {
+  const int64_t min_tokens = MinTokens(w.dtype);
+  if (min_tokens == 0 || x.n_tokens < min_tokens || x.f32 == nullptr || blocks == 0 || row_begin >= row_end) {
     return amx_int8::Matmul(w, x, y, y_stride, row_begin, row_end);
   }
   const auto* data = static_cast<const uint8_t*>(w.data);
