@@ -22,6 +22,7 @@
 #include "format/layout.h"
 #include "platform/huge_page_buffer.h"
 #include "platform/read_streams.h"
+#include "platform/uniform_float.h"
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
 #include "avx512_strip_tile_bench.h"
 #endif
@@ -63,7 +64,7 @@ MatrixFixture MakeFixture(const KernelTable& k, DType dtype, Layout layout, int6
                           int64_t tokens, bool huge_pages) {
   MatrixFixture f;
   std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  UniformFloat dist(-1.0f, 1.0f);
   std::vector<float> row(columns);
   const size_t row_bytes = DTypeRowBytes(dtype, columns);
   f.bytes = AllocateOrAbort(row_bytes * rows, huge_pages);
@@ -426,7 +427,7 @@ void BenchAttentionFromMemory(benchmark::State& state, const Backend* b, bool st
                copies = (size_t{256} << 20) / (2 * head_bytes);
   const HugePageBuffer kv = AllocateOrAbort(copies * 2 * head_bytes, true);
   std::mt19937 rng(7);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  UniformFloat dist(-1.0f, 1.0f);
   auto* halves = reinterpret_cast<uint16_t*>(kv.data());
   for (size_t i = 0; i < kv.size() / 2; ++i) halves[i] = Fp32ToFp16(dist(rng));
   std::vector<float> q(heads * head_dim, 0.1f), scores(heads * positions), out(heads * head_dim);

@@ -4,7 +4,7 @@
 set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
-packages=(build-essential cmake ninja-build pkg-config python3 curl ca-certificates
+packages=(build-essential clang cmake ninja-build pkg-config python3 curl ca-certificates
           libabsl-dev libfmt-dev catch2 libbenchmark-dev nlohmann-json3-dev
           libpcre2-dev libutf8proc-dev libsimde-dev)
 missing=()

@@ -13,7 +13,8 @@
 # instruction beyond each model's set ran, since qemu stops one with SIGILL. qemu 7.2's TCG has no
 # AVX-512 or AVX-VNNI, so those two backends are tested natively only.
 # Usage: scripts/test-x86-cpus.sh [BUILD_DIR (default build-ci)]   (an x86-64 build with tests)
-# Environment: KESTREL_X86_QEMU_TIMEOUT (default 900) seconds per test program.
+# Environment: KESTREL_X86_QEMU_TIMEOUT (default 900) seconds per test program; KESTREL_JOBS (default
+# 2): 1 runs the programs one after another instead of in two lanes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-ci}
@@ -51,12 +52,33 @@ run() {
   grep -E "^Passed" "$log" || { echo "error: no Catch2 summary from $program" >&2; exit 1; }
 }
 
-run Haswell avx2 x86_backend_test
-run Haswell avx2 backend_model_test
-run Haswell avx2 kernels_test
-run Haswell avx2 capi_test
-run SandyBridge generic x86_backend_test
-run SandyBridge generic backend_model_test
-run Nehalem generic x86_backend_test
-run Nehalem generic backend_model_test
+# Two lanes side by side, one a core: the Haswell runs of the model, kernel and C API suites take
+# 3-6 minutes each under TCG (one after another they were over half of CI's time). Each lane's
+# output is kept apart and shown when both are done.
+lane_a() {
+  run Haswell avx2 backend_model_test
+  run Haswell avx2 capi_test
+}
+lane_b() {
+  run Haswell avx2 kernels_test
+  run Haswell avx2 x86_backend_test
+  run SandyBridge generic x86_backend_test
+  run SandyBridge generic backend_model_test
+  run Nehalem generic x86_backend_test
+  run Nehalem generic backend_model_test
+}
+if [ "${KESTREL_JOBS:-2}" -ge 2 ]; then
+  (lane_a) > "$logs/lane-a.out" 2>&1 &
+  pid_a=$!
+  (lane_b) > "$logs/lane-b.out" 2>&1 &
+  pid_b=$!
+  status=0
+  wait "$pid_a" || status=1
+  wait "$pid_b" || status=1
+  cat "$logs/lane-a.out" "$logs/lane-b.out"
+  [ "$status" = 0 ] || exit 1
+else
+  lane_a
+  lane_b
+fi
 echo "== x86 CPU models passed: Haswell (avx2), SandyBridge and Nehalem (generic)"

@@ -19,6 +19,7 @@
 #include "format/layout.h"
 #include "format/model_config.h"
 #include "format/vqf_reader.h"
+#include "platform/uniform_float.h"
 #include "test_support.h"
 
 namespace kestrel::convert {
@@ -129,7 +130,7 @@ struct Spec {
 Spec MakeSpec(std::vector<int64_t> dims, uint32_t type, std::mt19937* rng) {
   Spec s{dims, type, {}, {}};
   const int64_t columns = dims[0], rows = dims.size() > 1 ? dims[1] : 1;
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  UniformFloat dist(-1.0f, 1.0f);
   std::vector<float> values(static_cast<size_t>(columns * rows));
   for (float& v : values) v = dist(*rng);
   s.expected.resize(values.size());

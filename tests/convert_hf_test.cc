@@ -18,6 +18,7 @@
 #include "format/dtype.h"
 #include "format/model_config.h"
 #include "format/vqf_reader.h"
+#include "platform/uniform_float.h"
 #include "test_support.h"
 
 namespace kestrel::convert {
@@ -41,7 +42,7 @@ HfTensor MakeTensor(std::string hf_name, std::string canonical, std::vector<int6
   HfTensor t{std::move(hf_name), std::move(canonical), std::move(shape), std::move(dtype), {}, {}};
   int64_t n = 1;
   for (int64_t d : t.shape) n *= d;
-  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  UniformFloat dist(-2.0f, 2.0f);
   for (int64_t i = 0; i < n; ++i) {
     const float v = dist(*rng);
     if (t.dtype == "F32") {

@@ -17,6 +17,7 @@
 #include "backend/rope_angles.h"
 #include "format/dtype.h"
 #include "format/layout.h"
+#include "platform/uniform_float.h"
 
 namespace kestrel {
 namespace {
@@ -31,7 +32,7 @@ const Backend& Generic() {
 
 std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
+  UniformFloat dist(-scale, scale);
   std::vector<float> v(n);
   for (auto& x : v) x = dist(rng);
   return v;

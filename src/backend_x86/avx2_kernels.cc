@@ -1260,12 +1260,20 @@ struct KvRows {
   const uint8_t* base;
   int64_t row_bytes, head_dim, n_positions;
   const uint8_t* At(int64_t p) const { return base + p * row_bytes; }
-  template <_mm_hint kHint>
+  // Into L1, or with kToL2 only into L2. (A bool, not GCC's `_mm_hint` enum: clang's hints are
+  // plain integer macros.)
+  template <bool kToL2>
   void Prefetch(int64_t from, int64_t count) const {
     const int64_t end = std::min(n_positions, from + count);
     for (int64_t p = from; p < end; ++p) {
       const char* row = reinterpret_cast<const char*>(At(p));
-      for (int64_t at = 0; at < head_dim * Row::kBytes; at += 64) _mm_prefetch(row + at, kHint);
+      for (int64_t at = 0; at < head_dim * Row::kBytes; at += 64) {
+        if constexpr (kToL2) {
+          _mm_prefetch(row + at, _MM_HINT_T1);
+        } else {
+          _mm_prefetch(row + at, _MM_HINT_T0);
+        }
+      }
     }
   }
 };
@@ -1282,8 +1290,8 @@ void ScoreHeads(const float* const* q, const KvRows<Row>& k, const KvRows<Row>& 
   int64_t t = 0;
   for (; t + 4 <= k.n_positions; t += 4) {
     if (prefetch) {
-      k.template Prefetch<_MM_HINT_T0>(t + kAhead, 4);
-      v.template Prefetch<_MM_HINT_T1>(t, 4);
+      k.template Prefetch<false>(t + kAhead, 4);
+      v.template Prefetch<true>(t, 4);
     }
     const uint8_t* kt[4] = {k.At(t), k.At(t + 1), k.At(t + 2), k.At(t + 3)};
     __m256 acc[H][4];
@@ -1326,7 +1334,7 @@ void WeighValues(const float* const* s, const KvRows<Row>& v, int64_t p0, int64_
       for (int j = 0; j < kChunks; ++j) acc[h][j] = p0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(out[h] + i + 8 * j);
     }
     for (int64_t p = p0; p < p1; ++p) {
-      if (prefetch && i == 0) v.template Prefetch<_MM_HINT_T0>(p + kAhead, 1);
+      if (prefetch && i == 0) v.template Prefetch<false>(p + kAhead, 1);
       const uint8_t* vt = v.At(p);
       __m256 vv[kChunks];
       for (int j = 0; j < kChunks; ++j) vv[j] = Row::Load8(vt, i + 8 * j);

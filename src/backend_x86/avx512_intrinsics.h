@@ -13,11 +13,15 @@
 // GCC 12's _mm512_undefined_ps() (inside _mm512_cvtph_ps and _mm512_cvtepi32_ps) trips
 // -Wmaybe-uninitialized, and at -O1 (the sanitized build) -Wuninitialized (GCC bug 105593, fixed
 // in 12.3); the warning is located in the header.
+#if defined(__clang__)
+#include <immintrin.h>
+#else
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 #include <cstdint>

@@ -86,7 +86,9 @@ absl::Status SafetensorsFile::Parse() {
   tensors_.reserve(header.size());
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") continue;
-    auto bad_tensor = [&](const std::string& what) { return bad(absl::StrCat("tensor '", name, "': ", what)); };
+    // A lambda may not capture a structured binding in C++17 (clang refuses; GCC allows it).
+    const std::string& tensor_name = name;
+    auto bad_tensor = [&](const std::string& what) { return bad(absl::StrCat("tensor '", tensor_name, "': ", what)); };
     if (!entry.is_object()) return bad_tensor("entry is not an object");
     const auto dtype_it = entry.find("dtype");
     const auto shape_it = entry.find("shape");

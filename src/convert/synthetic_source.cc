@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "convert/source_model.h"
+#include "platform/uniform_float.h"
 
 namespace kestrel::convert {
 namespace {
@@ -36,7 +37,7 @@ SourceTensor RandomTensor(std::string name, std::vector<int64_t> dims, uint64_t 
   const size_t count = static_cast<size_t>(t.columns() * t.rows());
   t.read_f32 = [=](float* out) {
     std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + index);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    UniformFloat dist(-1.0f, 1.0f);
     for (size_t i = 0; i < count; ++i) out[i] = offset + scale * dist(rng);
     return absl::OkStatus();
   };
