@@ -191,7 +191,7 @@ inline __m512i FlipSigns(__m512i bytes) { return _mm512_xor_si512(bytes, _mm512_
 inline __m512 Q8Values(__m512i flipped, const ByteIndex& index, __m512 scale, __m512 offset) {
   // The masked VPERMB in assembly: clang 14 rewrites the intrinsic into a VPERMB and a VPERMT2B
   // (Q8_0 strips ~20% slower than GCC's; a VPERMT2B alone, from the pattern as second source, made
-  // GCC's 10% slower).
+  // GCC's 9-18% slower).
   __m512i bits = _mm512_set1_epi32(0x4b000000);
   __asm__("vpermb %2, %1, %0%{%3%}" : "+v"(bits) : "v"(LoadIndex(index)), "v"(flipped), "Yk"(__mmask64{kSecondBytes}));
   return _mm512_fmadd_ps(_mm512_castsi512_ps(bits), scale, offset);
@@ -230,8 +230,8 @@ inline void PlainScales(const uint8_t* block, int64_t row_bytes, int n_rows, boo
 
 // Block b of rows r0 .. r0 + n_rows - 1 dequantized into `out` (rows past n_rows are left as they
 // are, or hold the rest of a layout tile). Always inlined, as Strip's lambdas are: clang 14 made
-// each a call per block (with that and Q8Values' permute, clang's strips ran 14-20% slower than
-// GCC's in the kernels bench; 2-10% after).
+// each a call per block (with that and Q8Values' permute, clang's strips took 1.16-1.22x GCC's time
+// in the kernels bench; 0.92-1.15x after).
 template <typename Weights>
 __attribute__((always_inline)) inline void DequantizeBlock(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows,
                                                            int64_t b, ATile* out) {
