@@ -74,8 +74,8 @@ done
 echo "ok: AVX-512 instructions only in avx512_vnni and amx_* functions, AVX-VNNI only in avx_vnni ones, AMX only in amx_int8 and amx_bf16 ones; no weak symbols or static initializers in ${isa_objects[*]}"
 
 phase "clang build (build-clang): warnings as errors, the whole ctest suite"
-# Clang is what Android's NDK and Apple's toolchains compile with; the library must build and pass
-# with it too (GCC's leniencies: structured bindings captured by lambdas, GCC-only intrinsic types).
+# Clang is what Android's NDK compiles with; the library must build and pass with it too (GCC's
+# leniencies: structured bindings captured by lambdas, GCC-only intrinsic types).
 # Without the SIMDe twin, which only adds test coverage the GCC build already gives.
 cmake -S . -B build-clang -G Ninja -DCMAKE_BUILD_TYPE=Release -DKESTREL_WERROR=ON \
   -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++

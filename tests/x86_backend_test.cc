@@ -1,6 +1,7 @@
 // The x86 backends' selection. Built everywhere; on other architectures it only reports itself
 // skipped. Checks: each backend's CPU check agrees with the compiler's own CPU detection (libgcc's,
-// which also asks the OS which register state it saves); automatic selection picks amx_int8 where the
+// which also asks the OS which register state it saves; under clang, for the few feature names its
+// __builtin_cpu_supports lacks, this file's own CPUID and XCR0 reading); automatic selection picks amx_int8 where the
 // CPU (and the OS) allow AMX-INT8, else avx512_vnni where the CPU has AVX-512 VNNI, else avx_vnni
 // where it has AVX-VNNI, else avx2, else generic, and never the test-only avx512_vnni_simde;
 // forcing a backend the CPU lacks is refused before any of its code runs. scripts/test-x86-cpus.sh runs this file (and the kernel and model suites) under
