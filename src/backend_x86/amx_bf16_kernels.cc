@@ -147,7 +147,9 @@ constexpr ByteIndex kQ4Tiled[4] = {MakeQ4Tiled(0), MakeQ4Tiled(1), MakeQ4Tiled(2
 // bf16 (VPERMW reads an index's low 5 bits, so the table is its 16 entries twice, and the low
 // nibbles need no mask). 6 instructions per row, against 4 per 16 values converting.
 inline __m512i Q4Indices(__m512i bytes, const ByteIndex& index) {
-  const __m512i v = _mm512_maskz_permutexvar_epi8(kEvenBytes, LoadIndex(index), bytes);
+  // The zero-masked VPERMB in assembly: clang 14 makes it a VPERMB and a VPANDQ.
+  __m512i v;
+  __asm__("vpermb %2, %1, %0%{%3%}%{z%}" : "=v"(v) : "v"(LoadIndex(index)), "v"(bytes), "Yk"(__mmask64{kEvenBytes}));
   return _mm512_mask_srli_epi16(v, 0xffff0000u, v, 4);  // words 16..31: the high nibbles
 }
 
