@@ -1,14 +1,15 @@
 // The x86 backends' selection. Built everywhere; on other architectures it only reports itself
 // skipped. Checks: each backend's CPU check agrees with the compiler's own CPU detection (libgcc's,
-// which also asks the OS which register state it saves; under clang, for the few feature names its
-// __builtin_cpu_supports lacks, this file's own CPUID and XCR0 reading); automatic selection picks amx_int8 where the
-// CPU (and the OS) allow AMX-INT8, else avx512_vnni where the CPU has AVX-512 VNNI, else avx_vnni
-// where it has AVX-VNNI, else avx2, else generic, and never the test-only avx512_vnni_simde;
-// forcing a backend the CPU lacks is refused before any of its code runs. scripts/test-x86-cpus.sh runs this file (and the kernel and model suites) under
-// qemu-x86_64 on CPU models without AVX-512 and without AVX2, with KESTREL_EXPECT_BACKEND naming
-// the backend the model must get, so the fallbacks and refusals run on every CI machine, not only
-// on the CPUs that lack the features. Every usable backend runs the models end to end in
-// backend_model_test.cc and every kernel shape in kernels_test.cc.
+// which also asks the OS which register state it saves; under clang, for the few feature names
+// its __builtin_cpu_supports lacks, this file's own CPUID and XCR0 reading); automatic selection
+// picks amx_bf16 where the CPU (and the OS) allow AMX-BF16, else amx_int8 where they allow
+// AMX-INT8, else avx512_vnni where the CPU has AVX-512 VNNI, else avx_vnni where it has AVX-VNNI,
+// else avx2, else generic, and never the test-only avx512_vnni_simde; forcing a backend the CPU
+// lacks is refused before any of its code runs. scripts/test-x86-cpus.sh runs this file (and the
+// kernel and model suites) under qemu-x86_64 on CPU models without AVX-512 and without AVX2, with
+// KESTREL_EXPECT_BACKEND naming the backend the model must get, so the fallbacks and refusals run
+// on every CI machine, not only on the CPUs that lack the features. Every usable backend runs the
+// models end to end in backend_model_test.cc and every kernel shape in kernels_test.cc.
 #include <catch2/catch.hpp>
 #include <cstdlib>
 #include <string>

@@ -117,6 +117,21 @@ constexpr ByteIndex MakeByteIndex(F f) {
 
 inline __m512i LoadIndex(const ByteIndex& index) { return _mm512_loadu_si512(index.byte); }
 
+// VPERMB under a mask: the selected bytes from `table` at `index`, the others zeroed or kept from
+// `into`. In assembly because clang 14 rewrites the masked intrinsics into two instructions (the
+// zeroing one into a VPERMB and a VPANDQ, the merging one into a VPERMB and a VPERMT2B: Q8_0 strips
+// ~20% slower than GCC's). A VPERMT2B alone, the kept bytes from a second source, made GCC's Q8_0
+// strips 9-18% slower.
+inline __m512i PermuteBytesZeroed(__mmask64 mask, __m512i index, __m512i table) {
+  __m512i v;
+  __asm__("vpermb %2, %1, %0%{%3%}%{z%}" : "=v"(v) : "v"(index), "v"(table), "Yk"(mask));
+  return v;
+}
+inline __m512i PermuteBytesMerged(__m512i into, __mmask64 mask, __m512i index, __m512i table) {
+  __asm__("vpermb %2, %1, %0%{%3%}" : "+v"(into) : "v"(index), "v"(table), "Yk"(mask));
+  return into;
+}
+
 // A float broadcast from memory (a load, no shuffle), in assembly so that GCC keeps it one: given
 // the value, it broadcast each row's scale from a register (two shuffles per row, on the port the
 // permutes need).
@@ -147,9 +162,7 @@ constexpr ByteIndex kQ4Tiled[4] = {MakeQ4Tiled(0), MakeQ4Tiled(1), MakeQ4Tiled(2
 // bf16 (VPERMW reads an index's low 5 bits, so the table is its 16 entries twice, and the low
 // nibbles need no mask). 6 instructions per row, against 4 per 16 values converting.
 inline __m512i Q4Indices(__m512i bytes, const ByteIndex& index) {
-  // The zero-masked VPERMB in assembly: clang 14 makes it a VPERMB and a VPANDQ.
-  __m512i v;
-  __asm__("vpermb %2, %1, %0%{%3%}%{z%}" : "=v"(v) : "v"(LoadIndex(index)), "v"(bytes), "Yk"(__mmask64{kEvenBytes}));
+  const __m512i v = PermuteBytesZeroed(kEvenBytes, LoadIndex(index), bytes);
   return _mm512_mask_srli_epi16(v, 0xffff0000u, v, 4);  // words 16..31: the high nibbles
 }
 
@@ -191,11 +204,7 @@ constexpr ByteIndex kQ8Tiled[4] = {MakeQ8Tiled(0), MakeQ8Tiled(1), MakeQ8Tiled(2
 inline __m512i FlipSigns(__m512i bytes) { return _mm512_xor_si512(bytes, _mm512_set1_epi8(static_cast<char>(0x80))); }
 
 inline __m512 Q8Values(__m512i flipped, const ByteIndex& index, __m512 scale, __m512 offset) {
-  // The masked VPERMB in assembly: clang 14 rewrites the intrinsic into a VPERMB and a VPERMT2B
-  // (Q8_0 strips ~20% slower than GCC's; a VPERMT2B alone, from the pattern as second source, made
-  // GCC's 9-18% slower).
-  __m512i bits = _mm512_set1_epi32(0x4b000000);
-  __asm__("vpermb %2, %1, %0%{%3%}" : "+v"(bits) : "v"(LoadIndex(index)), "v"(flipped), "Yk"(__mmask64{kSecondBytes}));
+  const __m512i bits = PermuteBytesMerged(_mm512_set1_epi32(0x4b000000), kSecondBytes, LoadIndex(index), flipped);
   return _mm512_fmadd_ps(_mm512_castsi512_ps(bits), scale, offset);
 }
 
