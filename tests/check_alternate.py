@@ -4,8 +4,13 @@ the per-round ratio's median, quartiles and range in order. The model is given a
 the ratio must also be a plausible one for equal work (the check allows a wide band for timing
 noise; a ratio far outside it means one side ran something else or was not timed).
 
-usage: check_alternate.py --model M.vqf --rounds R (-n N | -p P) -- CMD..."""
+With --env-b, B alone is made with KESTREL_DUMP_LOGITS=1 (kestrel-alternate --env-b): its session,
+and not A's, prints a logits line for every evaluation, (R + 1) x (N + 1) of them for decode and
+R + 1 for prefill (one untimed round first), and the variable is unset again afterwards.
+
+usage: check_alternate.py --model M.vqf --rounds R (-n N | -p P) [--env-b] -- CMD..."""
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -20,13 +25,21 @@ def main():
     parser.add_argument("--rounds", type=int, required=True)
     parser.add_argument("-n", type=int)
     parser.add_argument("-p", type=int)
+    parser.add_argument("--env-b", action="store_true")
     args = parser.parse_args(sys.argv[1:split])
     cmd = sys.argv[split + 1:] + ["-a", args.model, "-b", args.model, "-r", str(args.rounds)]
+    if args.env_b:
+        cmd += ["--env-b", "KESTREL_DUMP_LOGITS=1"]
     test = f"tg{args.n}" if args.n else f"pp{args.p}"
     cmd += ["-n", str(args.n)] if args.n else ["-p", str(args.p)]
-    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    env = {k: v for k, v in os.environ.items() if k != "KESTREL_DUMP_LOGITS"}
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     if run.returncode != 0:
         sys.exit(f"exit {run.returncode}: {run.stderr}")
+    dumps = sum(1 for line in run.stderr.splitlines() if line.startswith("[kestrel] logits pos="))
+    expected = 0 if not args.env_b else (args.rounds + 1) * ((args.n + 1) if args.n else 1)
+    if dumps != expected:
+        sys.exit(f"{dumps} logits lines on stderr, expected {expected} (B's evaluations only):\n{run.stderr}")
     lines = run.stdout.splitlines()
     if len(lines) != 4:
         sys.exit(f"expected 4 lines, got {len(lines)}:\n{run.stdout}")
@@ -49,7 +62,7 @@ def main():
         sys.exit(f"ratio figures out of order: {lines[3]!r}")
     if not 0.2 < median < 5:
         sys.exit(f"the same file timed twice gave a median ratio of {median}")
-    print("ok:", " | ".join(lines))
+    print("ok:", " | ".join(lines), f"({dumps} logits lines)")
 
 
 if __name__ == "__main__":

@@ -246,6 +246,51 @@ TEST_CASE("thread pool: jobs dispatched just as workers go to sleep are not lost
   CHECK(ran.load() == 1500 * 3);
 }
 
+TEST_CASE("thread pool: idle work runs between jobs and gives way to the next job", "[threads]") {
+  // Per-thread step counts; a step that never runs out of work must still let every job through
+  // (a worker checks for a new job between steps), and steps run on the workers after each job and
+  // on the caller while it waits for a slow worker.
+  struct Idle {
+    std::atomic<int64_t> steps[3];
+    std::atomic<int> limit{-1};  // steps a thread takes before it has no more (-1: endless)
+    static bool Step(void* self, int thread) {
+      auto* idle = static_cast<Idle*>(self);
+      const int64_t done = ++idle->steps[thread];
+      const int limit = idle->limit.load();
+      return limit < 0 || done < limit;
+    }
+  } idle;
+  for (auto& s : idle.steps) s = 0;
+  ThreadPool pool(3);
+  pool.SetIdleWork(&Idle::Step, &idle);
+  std::atomic<int> ran{0};
+  for (int job = 0; job < 500; ++job) pool.Run([&](int, int) { ran++; });
+  CHECK(ran.load() == 500 * 3);
+  const auto wait_for = [](auto done) {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!done() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return done();
+  };
+  CHECK(wait_for([&] { return idle.steps[1].load() > 0 && idle.steps[2].load() > 0; }));
+  // The caller steps while a worker is still busy.
+  const int64_t caller_before = idle.steps[0].load();
+  pool.Run([&](int i, int) {
+    if (i == 2) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  });
+  CHECK(idle.steps[0].load() > caller_before);
+  // Work that runs out: after a job each worker takes steps until the last one says none is left.
+  idle.limit = 0;
+  pool.Run([&](int, int) {});  // the endless steps end: every count now passes the limit
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // each worker's one step after the job
+  for (auto& s : idle.steps) s = 0;
+  idle.limit = 40;
+  pool.Run([&](int, int) {});
+  CHECK(wait_for([&] { return idle.steps[1].load() == 40 && idle.steps[2].load() == 40; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(idle.steps[1].load() == 40);  // and then no more
+  CHECK(idle.steps[2].load() == 40);
+}
+
 TEST_CASE("RowScheduler: every row once, owners first, thieves from the back", "[threads]") {
   RowScheduler rows(8);
   SECTION("one thread drains every share: its own from the front, the others' from the back") {

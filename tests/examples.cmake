@@ -111,7 +111,15 @@ if(TARGET kestrel-alternate)
              COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_alternate.py --model ${KESTREL_STORIES_F32}
                      --rounds 3 ${test_arg} -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate>)
     set_tests_properties(kestrel_alternate_output${test_name} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
+    # --env-b: B's session alone made under a setting (here one that prints its logits).
+    add_test(NAME kestrel_alternate_env_b${test_name}
+             COMMAND ${Python3_EXECUTABLE} ${CMAKE_CURRENT_SOURCE_DIR}/check_alternate.py --model ${KESTREL_STORIES_F32}
+                     --rounds 2 --env-b ${test_arg} -- ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate>)
+    set_tests_properties(kestrel_alternate_env_b${test_name} PROPERTIES FIXTURES_REQUIRED kestrel_stories_f32)
   endforeach()
+  add_test(NAME kestrel_alternate_error_env
+           COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-alternate: --env-b takes NAME=VALUE, got '=1'" --
+                   ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate> -a x.vqf -b y.vqf -n 4 --env-b =1)
   add_test(NAME kestrel_alternate_error_missing_model
            COMMAND ${KESTREL_CHECK} fail --one-line --stderr-regex "^kestrel-alternate: .*does-not-exist" --
                    ${KESTREL_RUNNER} $<TARGET_FILE:kestrel-alternate> -a ${KESTREL_STORIES_F32}

@@ -29,14 +29,19 @@ using Clock = std::chrono::steady_clock;
 void Usage() {
   std::fprintf(stderr,
                "usage: kestrel-alternate -a A.vqf -b B.vqf [-p 64 | -n 32] [-t 1] [-r 8] [--backend NAME]\n"
+               "                         [--env-a NAME=VALUE] [--env-b NAME=VALUE]\n"
                "  times prefill of -p tokens, or decode of -n tokens after one, on A and B in turn\n"
                "  (order swapped every round, one untimed round first) and prints each file's median\n"
                "  tokens/s and the median, quartiles and range of the per-round ratio B/A; run it\n"
-               "  again with -a and -b swapped (the order of loading can matter, bench/README.md)\n");
+               "  again with -a and -b swapped (the order of loading can matter, bench/README.md)\n"
+               "  --env-a/--env-b set an environment variable while that side's model and session are\n"
+               "  made (Kestrel reads its KESTREL_* measurement settings then), so one file can be timed\n"
+               "  against itself under two settings\n");
 }
 
 struct Side {
   std::string path;
+  std::string env;  // NAME=VALUE, set while this side is made
   kestrel_model* model = nullptr;
   kestrel_session* session = nullptr;
   std::vector<double> rates;
@@ -109,6 +114,12 @@ int main(int argc, char** argv) {
       rounds = ParseCount("-r", v, 1, 10000);
     else if (a == "--backend")
       backend = v;
+    else if (a == "--env-a" || a == "--env-b") {
+      const std::string setting = v;
+      const size_t eq = setting.find('=');
+      if (eq == std::string::npos || eq == 0) Fail(a + " takes NAME=VALUE, got '" + setting + "'");
+      sides[a == "--env-a" ? 0 : 1].env = setting;
+    }
     else {
       Usage();
       Fail("unknown option " + a);
@@ -127,6 +138,17 @@ int main(int argc, char** argv) {
 
   std::vector<int32_t> tokens;
   for (Side& side : sides) {
+    // The setting, if any, for the time this side is made; what was there before comes back after.
+    std::string name, before;
+    bool had_before = false;
+    if (!side.env.empty()) {
+      name = side.env.substr(0, side.env.find('='));
+      if (const char* old = std::getenv(name.c_str())) {
+        before = old;
+        had_before = true;
+      }
+      setenv(name.c_str(), side.env.substr(name.size() + 1).c_str(), 1);
+    }
     kestrel_model_params mp;
     kestrel_model_params_init(&mp);
     mp.backend = backend;
@@ -150,6 +172,13 @@ int main(int argc, char** argv) {
     sp.n_threads = threads;
     sp.context_length = length;
     Check(kestrel_session_create(side.model, &sp, &side.session), side.path);
+    if (!side.env.empty()) {
+      if (had_before) {
+        setenv(name.c_str(), before.c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
   }
 
   std::vector<double> ratios;

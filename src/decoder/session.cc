@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "backend/q8_0_summary.h"
 #include "backend/rope_angles.h"
+#include "platform/cache_size.h"
 
 namespace kestrel {
 namespace {
@@ -98,12 +99,19 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
 }
 
 Session::Session(const Model& model, const SessionOptions& options, int n_threads)
-    : model_(model), options_(options), pool_(n_threads), rows_(n_threads), part_start_(n_threads), part_finish_(n_threads) {
+    : model_(model), options_(options), ahead_(std::make_unique<ReadAhead[]>(static_cast<size_t>(std::max(1, n_threads)))), pool_(n_threads), rows_(n_threads), part_start_(n_threads), part_finish_(n_threads) {
   const ModelConfig& c = model.config();
   context_length_ = options.context_length > 0 ? options.context_length
                                                : std::min(c.context_length, kDefaultContextLength);
   dump_logits_ = EnvFlag("KESTREL_DUMP_LOGITS");
-  if (EnvFlag("KESTREL_CHECK_FINITE")) options_.check_finite = true;
+  // Decode's read-ahead: a quarter of a core's L2, so that what a thread reads ahead stays there
+  // beside the lines its kernel prefetches. KESTREL_READ_AHEAD_KB overrides it (0: none), for
+  // measurements.
+  if (n_threads > 1) {
+    const char* kb = std::getenv("KESTREL_READ_AHEAD_KB");
+    ahead_bytes_ = kb != nullptr ? int64_t{std::max(0, std::atoi(kb))} * 1024 : L2BytesPerCore() / 4;
+    if (ahead_bytes_ > 0) pool_.SetIdleWork(&Session::ReadAheadStep, this);
+  }
   const size_t b = static_cast<size_t>(options.batch_size);
   const size_t q_dim = static_cast<size_t>(c.n_heads) * c.head_dim, kv_dim = static_cast<size_t>(c.n_kv_heads) * c.head_dim;
   const size_t half_head = static_cast<size_t>(c.head_dim / 2);
@@ -299,12 +307,16 @@ void Session::PrepareInput(float* x, const float* norm, int32_t n, int64_t colum
   }
 }
 
-void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role) {
+void Session::Linear(const MatrixView& w, int32_t n, float* y, TimingRole role, const NextProduct& next) {
   const LinearOutput output{&w, y};
-  Linear(&output, 1, n, role);
+  Linear(&output, 1, n, role, next);
 }
 
-void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role) {
+bool Session::ReadAheadStep(void* session, int thread) {
+  return static_cast<Session*>(session)->ahead_[static_cast<size_t>(thread)].Step();
+}
+
+void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role, const NextProduct& next) {
   assert(count >= 1 && count <= kMaxFusedProducts);
   const auto start = Clock::now();
   const KernelTable& k = *model_.backend().kernels;
@@ -322,12 +334,15 @@ void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRo
   rows_.Plan(rows, align, count, parts, kChunksPerThread);
   auto job = [&](int part, int /*parts*/) {
     part_start_[static_cast<size_t>(part)] = Since(start);
+    ReadAhead& ahead = ahead_[static_cast<size_t>(part)];
+    ahead = {};
     RowScheduler::Chunk c{};
     while (rows_.Next(part, &c)) {
       const MatrixView& w = *outputs[c.matrix].w;
       k.matmul(w, x, outputs[c.matrix].y, w.rows, c.begin, c.end);
     }
     part_finish_[static_cast<size_t>(part)] = Since(start);
+    if (parts > 1 && next.count > 0) ahead = ReadAhead::ShareStart(next.m, next.count, part, parts, ahead_bytes_);
   };
   Spread(work, job);
   if (parts > 1) {
@@ -385,6 +400,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   const size_t kv_elem = DTypeBlockBytes(options_.kv_dtype);
   const int32_t pos0 = position_;
   const float score_divisor = std::sqrt(static_cast<float>(hd));
+  const bool decode = n == 1;
   auto other_start = Clock::now();
   auto other_done = [&] { timings_.role_seconds[static_cast<size_t>(TimingRole::kOther)] += Since(other_start); };
 
@@ -413,7 +429,7 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     const int32_t rows = n - from;
     if (from == 0) {
       const LinearOutput qkv[] = {{&w.q, q_.data()}, {&w.k, k_.data()}, {&w.v, v_.data()}};
-      Linear(qkv, 3, n, TimingRole::kQkv);
+      Linear(qkv, 3, n, TimingRole::kQkv, decode ? NextProduct{{&w.attn_output}, 1} : NextProduct{});
     } else {
       const LinearOutput kv[] = {{&w.k, k_.data()}, {&w.v, v_.data()}};
       Linear(kv, 2, n, TimingRole::kQkv);
@@ -505,20 +521,28 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
     other_start = Clock::now();
     PrepareInput(attn_.data() + from * q_dim, rows, q_dim, {w.attn_output.dtype});
     other_done();
-    Linear(w.attn_output, rows, proj_.data(), TimingRole::kAttentionOutput);
+    Linear(w.attn_output, rows, proj_.data(), TimingRole::kAttentionOutput,
+           decode ? NextProduct{{&w.gate, &w.up}, 2} : NextProduct{});
     if (auto s = CheckFinite(proj_.data(), rows * dim, layer, "attn_output matmul"); !s.ok()) return s;
     other_start = Clock::now();
     PrepareInput(x_.data() + from * dim, w.ffn_norm, rows, dim, {w.gate.dtype, w.up.dtype}, RowStep::kAddResidual);
     ReportStats(layer, "attention", x_.data() + (n - 1) * dim, pos0 + n - 1);
     other_done();
     const LinearOutput gate_up[] = {{&w.gate, gate_.data()}, {&w.up, up_.data()}};
-    Linear(gate_up, 2, rows, TimingRole::kGateUp);
+    Linear(gate_up, 2, rows, TimingRole::kGateUp, decode ? NextProduct{{&w.down}, 1} : NextProduct{});
     if (auto s = CheckFinite(gate_.data(), int64_t{rows} * c.ffn_dim, layer, "ffn_gate matmul"); !s.ok()) return s;
     if (auto s = CheckFinite(up_.data(), int64_t{rows} * c.ffn_dim, layer, "ffn_up matmul"); !s.ok()) return s;
     other_start = Clock::now();
     PrepareInput(gate_.data(), rows, c.ffn_dim, {w.down.dtype}, RowStep::kSiluGate);
     other_done();
-    Linear(w.down, rows, proj_.data(), TimingRole::kDown);
+    NextProduct after_down{};
+    if (decode && layer + 1 < c.n_layers) {
+      const LayerWeights& w1 = model_.layers()[layer + 1];
+      after_down = {{&w1.q, &w1.k, &w1.v}, 3};
+    } else if (decode && want_logits) {
+      after_down = {{&model_.output()}, 1};
+    }
+    Linear(w.down, rows, proj_.data(), TimingRole::kDown, after_down);
     if (auto s = CheckFinite(proj_.data(), rows * dim, layer, "ffn_down matmul"); !s.ok()) return s;
   }
   // The last layer's FFN residual (the others' went into the next layer's first pass), on the one
@@ -536,7 +560,12 @@ absl::Status Session::Forward(const int32_t* tokens, int32_t n, bool want_logits
   PrepareInput(x_.data() + (n - 1) * dim, model_.output_norm(), 1, dim, {model_.output().dtype});
   ReportStats(-1, "final_norm", xn_.data(), position_ - 1);
   other_done();
-  Linear(model_.output(), 1, logits_.data(), TimingRole::kLmHead);
+  NextProduct after_head{};
+  if (n == 1 && c.n_layers > 0) {
+    const LayerWeights& w0 = model_.layers()[0];
+    after_head = {{&w0.q, &w0.k, &w0.v}, 3};
+  }
+  Linear(model_.output(), 1, logits_.data(), TimingRole::kLmHead, after_head);
   return CheckFinite(logits_.data(), c.vocab_size, -1, "lm_head matmul");
 }
 

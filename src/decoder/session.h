@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "decoder/model.h"
+#include "decoder/read_ahead.h"
 #include "decoder/row_scheduler.h"
 #include "decoder/thread_pool.h"
 #include "platform/huge_page_buffer.h"
@@ -85,9 +86,15 @@ class Session {
   absl::Status AllocateKvCache();  // the K and V caches, for context_length_ positions
   Session(const Model& model, const SessionOptions& options, int n_threads);
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
+  // The matrices of the product that comes next at decode, whose first rows the threads read
+  // ahead while they would otherwise wait (ReadAhead).
+  struct NextProduct {
+    const MatrixView* m[3];  // no member initializers: value-initialized ({}) to none
+    int count;
+  };
   // y[n][w.rows] = W x, split over threads by rows in chunks (RowScheduler); x must have been
-  // prepared by PrepareInput.
-  void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role);
+  // prepared by PrepareInput. At decode, `next` is the product after this one.
+  void Linear(const MatrixView& w, int32_t n, float* y, TimingRole role, const NextProduct& next = {});
   // The same for up to kMaxFusedProducts matrices that share the input (Q, K and V; gate and up),
   // as one job: the threads split all their rows together, so a matrix's last chunk is not a wait.
   struct LinearOutput {
@@ -95,7 +102,9 @@ class Session {
     float* y;
   };
   static constexpr int kMaxFusedProducts = 3;
-  void Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role);
+  void Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role, const NextProduct& next = {});
+  // One step of thread `thread`'s read-ahead (ThreadPool::SetIdleWork).
+  static bool ReadAheadStep(void* session, int thread);
   // How many threads a job of this many multiply-adds runs on: the whole pool when the work is worth
   // waking the workers for (about 64K per thread), else 1.
   int Parts(int64_t multiply_adds) const {
@@ -151,6 +160,11 @@ class Session {
 
   const Model& model_;
   SessionOptions options_;
+  // Per thread, written and read only by that thread (in its product jobs and idle steps). Before
+  // pool_, so that it outlives the workers' last idle steps.
+  std::unique_ptr<ReadAhead[]> ahead_;
+  // Bytes of its share of the next product a thread reads ahead at decode (0: none).
+  int64_t ahead_bytes_ = 0;
   ThreadPool pool_;
   // Full-size chunks per thread in a matrix product (plus the short ones of each share's last
   // quarter, RowScheduler): enough for a slow thread to hand work over, few enough that per-call

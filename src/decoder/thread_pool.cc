@@ -74,6 +74,10 @@ void ThreadPool::RunRaw(void (*fn)(void*, int, int), void* ctx) {
   // Spin for a straggler briefly, then yield: on a busy machine a worker may be descheduled, and
   // spinning would keep it off the core it needs.
   const auto finished = [&] { return pending_.load(std::memory_order_acquire) == 0; };
+  if (idle_step_ != nullptr) {
+    while (!finished() && idle_step_(idle_ctx_, 0)) {
+    }
+  }
   if (!SpinFor(kStragglerSpin, finished)) {
     while (!finished()) std::this_thread::yield();
   }
@@ -94,6 +98,10 @@ void ThreadPool::WorkerLoop(int index) {
     if (stop_.load(std::memory_order_acquire)) return;
     job_(job_ctx_, index, n_threads_);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (idle_step_ != nullptr) {
+      while (generation_.load(std::memory_order_acquire) == seen && idle_step_(idle_ctx_, index)) {
+      }
+    }
   }
 }
 

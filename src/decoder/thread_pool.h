@@ -32,6 +32,14 @@ class ThreadPool {
            const_cast<void*>(static_cast<const void*>(&fn)));
   }
   void RunRaw(void (*fn)(void*, int, int), void* ctx);
+  // Work for idle threads between jobs, in short steps: step(ctx, thread_index) does one and
+  // returns whether more is left. A worker runs steps after each job until none is left or the next
+  // job comes; the caller runs its own (index 0) while it waits for the workers to finish a job.
+  // Set it before the jobs that should see it (no job may be running).
+  void SetIdleWork(bool (*step)(void*, int), void* ctx) {
+    idle_step_ = step;
+    idle_ctx_ = ctx;
+  }
   // Workers asleep now (idle past their spin), for tests and diagnostics.
   int sleeping_workers() const { return sleepers_.load(std::memory_order_acquire); }
 
@@ -52,6 +60,8 @@ class ThreadPool {
   alignas(64) std::atomic<uint64_t> generation_{0};
   void (*job_)(void*, int, int) = nullptr;
   void* job_ctx_ = nullptr;
+  bool (*idle_step_)(void*, int) = nullptr;
+  void* idle_ctx_ = nullptr;
   std::atomic<bool> stop_{false};
   alignas(64) std::atomic<int> pending_{0};  // the class's alignment pads the rest of its line
 };

@@ -1,0 +1,107 @@
+#include "platform/cache_size.h"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace kestrel {
+namespace {
+
+// Trailing whitespace (sysfs values end with a newline) stripped.
+std::string_view Trimmed(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  return s;
+}
+
+// A non-negative decimal number making up all of `s`; -1 otherwise (or past 2^40, which no cache
+// size or CPU number reaches).
+int64_t ParseCount(std::string_view s) {
+  if (s.empty() || s.size() > 12) return -1;
+  int64_t v = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return -1;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+bool ReadFile(const std::string& path, std::string* out) {
+  std::ifstream f(path);
+  if (!f) return false;
+  std::ostringstream s;
+  s << f.rdbuf();
+  *out = s.str();
+  return true;
+}
+
+// CPU `cpu`'s share of its level-2 cache in bytes; 0 when sysfs does not tell (an offline CPU
+// lists no caches).
+int64_t L2ShareOf(int cpu) {
+  const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/";
+  for (int index = 0; index < 8; ++index) {
+    const std::string at = dir + "index" + std::to_string(index) + "/";
+    std::string level, type, size, shared;
+    if (!ReadFile(at + "level", &level)) break;
+    if (Trimmed(level) != "2" || !ReadFile(at + "type", &type)) continue;
+    if (Trimmed(type) != "Unified" && Trimmed(type) != "Data") continue;
+    if (!ReadFile(at + "size", &size)) return 0;
+    const int64_t bytes = ParseCacheSize(size);
+    const int sharers = ReadFile(at + "shared_cpu_list", &shared) ? CountCpuList(shared) : 1;
+    return bytes > 0 && sharers > 0 ? bytes / sharers : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int64_t ParseCacheSize(std::string_view text) {
+  text = Trimmed(text);
+  int64_t scale = 1;
+  if (!text.empty() && (text.back() == 'K' || text.back() == 'M' || text.back() == 'G')) {
+    scale = text.back() == 'K' ? int64_t{1} << 10 : text.back() == 'M' ? int64_t{1} << 20 : int64_t{1} << 30;
+    text.remove_suffix(1);
+  }
+  const int64_t v = ParseCount(text);
+  return v < 0 ? -1 : v * scale;
+}
+
+int CountCpuList(std::string_view text) {
+  text = Trimmed(text);
+  if (text.empty()) return -1;
+  int64_t count = 0;
+  while (!text.empty()) {
+    const size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (comma != std::string_view::npos && text.empty()) return -1;  // a trailing comma
+    const size_t dash = item.find('-');
+    const int64_t first = ParseCount(item.substr(0, dash));
+    const int64_t last = dash == std::string_view::npos ? first : ParseCount(item.substr(dash + 1));
+    if (first < 0 || last < first) return -1;
+    count += last - first + 1;
+    if (count > (int64_t{1} << 20)) return -1;
+  }
+  return static_cast<int>(count);
+}
+
+int64_t L2BytesPerCore() {
+  static const int64_t bytes = [] {
+    std::string present;
+    if (!ReadFile("/sys/devices/system/cpu/present", &present)) return int64_t{0};
+    const int cpus = std::min(CountCpuList(present), 4096);  // numbered from 0 on Linux
+    int64_t smallest = 0;
+    // Every CPU, not just the first: on a phone's big.LITTLE SoC the cores' L2 differ, and a thread
+    // may run on either kind.
+    for (int cpu = 0; cpu < cpus; ++cpu) {
+      const int64_t share = L2ShareOf(cpu);
+      if (share > 0) smallest = smallest == 0 ? share : std::min(smallest, share);
+    }
+    return smallest;
+  }();
+  return bytes;
+}
+
+}  // namespace kestrel

@@ -1,0 +1,21 @@
+// How much level-2 cache a core can count on, from what Linux reports in sysfs. Decode's read-ahead
+// (decoder/session.h) sizes itself from it: lines prefetched beyond a core's share of L2 would push
+// out the ones it is about to read.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace kestrel {
+
+// The smallest, over the CPUs Linux lists, of one CPU's level-2 data (or unified) cache divided
+// among the CPUs that share it; 0 where sysfs does not say (another OS, a container hiding it).
+// Read once and kept.
+int64_t L2BytesPerCore();
+
+// A sysfs cache size ("2048K", "1M", "512") in bytes; -1 when malformed.
+int64_t ParseCacheSize(std::string_view text);
+// How many CPUs a sysfs CPU list names ("0-3,6" is 5); -1 when malformed.
+int CountCpuList(std::string_view text);
+
+}  // namespace kestrel

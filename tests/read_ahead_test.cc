@@ -1,0 +1,119 @@
+// Decode's read-ahead (decoder/read_ahead.h) and the L2 size it is sized from
+// (platform/cache_size.h): each thread's span starts where RowScheduler will hand it its first
+// chunk of the next product and stays within that matrix; steps walk it 4 KB at a time; sysfs's
+// cache sizes and CPU lists parse, and malformed ones are refused.
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <vector>
+
+#include "decoder/read_ahead.h"
+#include "decoder/row_scheduler.h"
+#include "format/layout.h"
+#include "platform/cache_size.h"
+
+namespace kestrel {
+namespace {
+
+struct Case {
+  DType dtype;
+  Layout layout;
+  int64_t columns;
+  std::vector<int64_t> rows;  // one entry a matrix, sharing one input
+};
+
+TEST_CASE("ReadAhead: each thread's span is the front of the share RowScheduler gives it", "[read_ahead]") {
+  const Case cases[] = {
+      {DType::kQ4_0, Layout::kQ4_0x4, 2048, {2048, 1024, 1024}},  // Qwen3-1.7B's Q, K and V
+      {DType::kQ8_0, Layout::kQ8_0x8, 2048, {6144, 6144}},        // gate and up
+      {DType::kQ4_0, Layout::kQ4_0x4, 6144, {2048}},              // down
+      {DType::kQ8_0, Layout::kPlain, 64, {48, 16, 16}},           // a matrix shorter than a share
+      {DType::kF32, Layout::kPlain, 96, {80}},
+  };
+  for (const Case& c : cases) {
+    std::vector<MatrixView> views;
+    std::vector<std::vector<uint8_t>> storage;
+    for (int64_t rows : c.rows) {
+      storage.emplace_back(MatrixBytes(c.dtype, c.columns, rows));
+      views.push_back({c.dtype, c.layout, storage.back().data(), c.columns, rows});
+    }
+    std::vector<const MatrixView*> matrices;
+    std::vector<int64_t> rows, align;
+    for (const MatrixView& v : views) {
+      matrices.push_back(&v);
+      rows.push_back(v.rows);
+      align.push_back(16);  // Session::Linear's: lcm(16, tile rows) for these layouts
+    }
+    const int count = static_cast<int>(views.size());
+    for (int parts : {2, 3, 4}) {
+      RowScheduler scheduler(parts);
+      scheduler.Plan(rows.data(), align.data(), count, parts, 8);
+      for (int part = 0; part < parts; ++part) {
+        RowScheduler::Chunk first{};
+        REQUIRE(scheduler.Next(part, &first));  // each owner's first chunk is the front of its share
+        const MatrixView& m = views[static_cast<size_t>(first.matrix)];
+        const auto* base = static_cast<const uint8_t*>(m.data);
+        const uint8_t* share = base + MatrixBytes(m.dtype, m.columns, first.begin);
+        const uint8_t* matrix_end = base + MatrixBytes(m.dtype, m.columns, m.rows);
+        for (int64_t bytes : {int64_t{1}, int64_t{4096}, int64_t{512} << 10, int64_t{64} << 20}) {
+          INFO("columns " << c.columns << ", parts " << parts << ", part " << part << ", bytes " << bytes);
+          ReadAhead a = ReadAhead::ShareStart(matrices.data(), count, part, parts, bytes);
+          CHECK(a.next == share);
+          CHECK(a.end == (matrix_end - share > bytes ? share + bytes : matrix_end));
+          const int64_t length = a.end - a.next;
+          int64_t steps = 0;
+          while (a.Step()) ++steps;
+          CHECK(steps + 1 == (length + ReadAhead::kStepBytes - 1) / ReadAhead::kStepBytes);
+          CHECK(a.next == a.end);
+          CHECK_FALSE(a.Step());
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("ReadAhead: nothing to read for no bytes, no matrices or a thread outside the pool", "[read_ahead]") {
+  std::vector<uint8_t> data(MatrixBytes(DType::kQ8_0, 64, 32));
+  const MatrixView m{DType::kQ8_0, Layout::kPlain, data.data(), 64, 32};
+  const MatrixView* matrices[] = {&m};
+  for (const ReadAhead& a :
+       {ReadAhead::ShareStart(matrices, 1, 0, 2, 0), ReadAhead::ShareStart(matrices, 0, 0, 2, 4096),
+        ReadAhead::ShareStart(matrices, 1, 2, 2, 4096), ReadAhead::ShareStart(matrices, 1, -1, 2, 4096)}) {
+    ReadAhead copy = a;
+    CHECK(copy.next == copy.end);
+    CHECK_FALSE(copy.Step());
+  }
+  ReadAhead empty;
+  CHECK_FALSE(empty.Step());
+}
+
+TEST_CASE("sysfs cache sizes and CPU lists parse; malformed ones are refused", "[read_ahead]") {
+  CHECK(ParseCacheSize("2048K\n") == 2048 * 1024);
+  CHECK(ParseCacheSize("1M") == 1 << 20);
+  CHECK(ParseCacheSize("1G") == int64_t{1} << 30);
+  CHECK(ParseCacheSize("512") == 512);
+  CHECK(ParseCacheSize(" 48K ") == 48 * 1024);
+  for (const char* bad : {"", "K", "12Q", "-1K", "1.5M", "99999999999999K"}) {
+    INFO(bad);
+    CHECK(ParseCacheSize(bad) == -1);
+  }
+  CHECK(CountCpuList("0\n") == 1);
+  CHECK(CountCpuList("0-1") == 2);
+  CHECK(CountCpuList("0-3,6") == 5);
+  CHECK(CountCpuList("0,2,4-7") == 6);
+  for (const char* bad : {"", "3-1", "0-", "-2", "0,,1", "0,", "a", "0-3;6"}) {
+    INFO(bad);
+    CHECK(CountCpuList(bad) == -1);
+  }
+  // Whatever this machine's sysfs says, a size is never negative, and where it is known it is a
+  // plausible L2 share (4 KB to 1 GB).
+  const int64_t l2 = L2BytesPerCore();
+  CHECK(l2 >= 0);
+  if (l2 > 0) {
+    CHECK(l2 >= 4096);
+    CHECK(l2 <= int64_t{1} << 30);
+  }
+  CHECK(L2BytesPerCore() == l2);  // read once and kept
+}
+
+}  // namespace
+}  // namespace kestrel
