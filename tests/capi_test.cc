@@ -990,6 +990,15 @@ TEST_CASE("capi: non-finite values are caught and located", "[capi][shared][diag
     CHECK(kestrel_session_position(session.get()) == 0);
   }
 
+  SECTION("KESTREL_CHECK_FINITE=1 in the environment turns the check on for sessions made then") {
+    ModelPtr model = Load(nan_path, "generic");
+    setenv("KESTREL_CHECK_FINITE", "1", 1);
+    SessionPtr session = NewSession(model.get());
+    unsetenv("KESTREL_CHECK_FINITE");
+    CHECK_STATUS(kestrel_session_eval(session.get(), &bos, 1), KESTREL_ERROR_NON_FINITE);
+    CHECK(std::string(kestrel_last_error()).find("layer 2") != std::string::npos);
+  }
+
   SECTION("without check_finite the NaN passes silently into the logits") {
     ModelPtr model = Load(nan_path, "generic");
     SessionPtr session = NewSession(model.get());

@@ -268,7 +268,9 @@ TEST_CASE("thread pool: idle work runs between jobs and gives way to the next jo
   CHECK(ran.load() == 500 * 3);
   const auto wait_for = [](auto done) {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (!done() && std::chrono::steady_clock::now() < give_up) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (!done() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     return done();
   };
   CHECK(wait_for([&] { return idle.steps[1].load() > 0 && idle.steps[2].load() > 0; }));

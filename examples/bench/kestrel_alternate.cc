@@ -119,8 +119,7 @@ int main(int argc, char** argv) {
       const size_t eq = setting.find('=');
       if (eq == std::string::npos || eq == 0) Fail(a + " takes NAME=VALUE, got '" + setting + "'");
       sides[a == "--env-a" ? 0 : 1].env = setting;
-    }
-    else {
+    } else {
       Usage();
       Fail("unknown option " + a);
     }

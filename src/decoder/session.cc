@@ -99,11 +99,18 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Model& model, con
 }
 
 Session::Session(const Model& model, const SessionOptions& options, int n_threads)
-    : model_(model), options_(options), ahead_(std::make_unique<ReadAhead[]>(static_cast<size_t>(std::max(1, n_threads)))), pool_(n_threads), rows_(n_threads), part_start_(n_threads), part_finish_(n_threads) {
+    : model_(model),
+      options_(options),
+      ahead_(std::make_unique<ReadAhead[]>(static_cast<size_t>(std::max(1, n_threads)))),
+      pool_(n_threads),
+      rows_(n_threads),
+      part_start_(n_threads),
+      part_finish_(n_threads) {
   const ModelConfig& c = model.config();
   context_length_ = options.context_length > 0 ? options.context_length
                                                : std::min(c.context_length, kDefaultContextLength);
   dump_logits_ = EnvFlag("KESTREL_DUMP_LOGITS");
+  if (EnvFlag("KESTREL_CHECK_FINITE")) options_.check_finite = true;
   // Decode's read-ahead: a quarter of a core's L2, so that what a thread reads ahead stays there
   // beside the lines its kernel prefetches. KESTREL_READ_AHEAD_KB overrides it (0: none), for
   // measurements.
