@@ -540,6 +540,15 @@ void RegisterAll() {
         benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936").c_str(), BenchMatmul, b, c.dtype,
                                      c.layout, 2048, 151936, 1, -1, true)
             ->Unit(benchmark::kMillisecond);
+        // The same bytes in rows three times as long and half as long: how much a 16-row group's
+        // fixed cost weighs (at one thread on the Intel Xeon CI host, Q4_0 read 5-6% faster in
+        // 6144-column rows than in 2048, and 1024-column ones 20-40% slower; bench/README.md).
+        benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/6144x50656").c_str(), BenchMatmul, b, c.dtype,
+                                     c.layout, 6144, 50656, 1, -1, true)
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/1024x303872").c_str(), BenchMatmul, b, c.dtype,
+                                     c.layout, 1024, 303872, 1, -1, true)
+            ->Unit(benchmark::kMillisecond);
         // Each of the prefetch orders the tiled x86 decode chooses between, forced (the same kernel
         // more than once where there is less choice).
         for (int path = 0; path < FasterPath::kMaxPaths; ++path) {

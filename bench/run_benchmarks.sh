@@ -17,7 +17,7 @@ done
 # The test-only avx512_vnni_simde backend (an emulation) is left out: its timings mean nothing.
 echo "## kernels"
 "$build/bench/kestrel-kernels-bench" --benchmark_min_time=0.5 \
-  --benchmark_filter='^(generic|avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0|f16|bf16|f32).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^amx_(int8|bf16)/gemm_q|^amx_bf16/f32_to_bf16|^(avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|chunks_from_memory)|thread_pool'
+  --benchmark_filter='^(generic|avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/((gemv|gemm)_(q4_0|q8_0|f16|bf16|f32).*2048x2048|quantize|rope|attention_f32_2heads/(64|4096))|^amx_(int8|bf16)/gemm_q|^amx_bf16/f32_to_bf16|^(avx2|avx_vnni|avx512_vnni|neon|neon_dotprod)/gemv_.*(151936|50656|303872|chunks_from_memory)|thread_pool'
 if [ -x "$build/bench/kestrel-x86-issue-rates" ]; then
   echo "## x86 issue rates (the AVX2 Q4_0 kernel's ceiling)"
   "$build/bench/kestrel-x86-issue-rates"
