@@ -84,6 +84,11 @@ TEST_CASE("ReadAhead: nothing to read for no bytes, no matrices or a thread outs
   }
   ReadAhead empty;
   CHECK_FALSE(empty.Step());
+  // Matrices without rows (none in a valid model) give nothing rather than a span past them.
+  const MatrixView none{DType::kQ8_0, Layout::kPlain, data.data(), 64, 0};
+  const MatrixView* no_rows[] = {&none, &none};
+  ReadAhead a = ReadAhead::ShareStart(no_rows, 2, 1, 2, 4096);
+  CHECK(a.next == a.end);
 }
 
 TEST_CASE("sysfs cache sizes and CPU lists parse; malformed ones are refused", "[read_ahead]") {

@@ -4,7 +4,7 @@
 // alone does the per-token passes and, at short contexts, attention (~4% of a two-thread Qwen3-1.7B
 // token on the Intel Xeon CI machine). A thread's share of the next product is known before it
 // starts (the owner walks it from its front, RowScheduler), so the thread prefetches that front
-// into its L2 in those gaps and memory keeps streaming (+0.5-1.4% decode there, bench/README.md).
+// into its L2 in those gaps and memory keeps streaming (+0.7-1.2% decode there, bench/README.md).
 #pragma once
 
 #include <cstdint>

@@ -112,11 +112,12 @@ Session::Session(const Model& model, const SessionOptions& options, int n_thread
   dump_logits_ = EnvFlag("KESTREL_DUMP_LOGITS");
   if (EnvFlag("KESTREL_CHECK_FINITE")) options_.check_finite = true;
   // Decode's read-ahead: a quarter of a core's L2, so that what a thread reads ahead stays there
-  // beside the lines its kernel prefetches. KESTREL_READ_AHEAD_KB overrides it (0: none), for
-  // measurements.
+  // beside the lines its kernel prefetches. KESTREL_READ_AHEAD_KB overrides it (0: none; at most
+  // 1 GB, and what is not a number counts as 0), for measurements.
   if (n_threads > 1) {
     const char* kb = std::getenv("KESTREL_READ_AHEAD_KB");
-    ahead_bytes_ = kb != nullptr ? int64_t{std::max(0, std::atoi(kb))} * 1024 : L2BytesPerCore() / 4;
+    ahead_bytes_ = kb != nullptr ? std::clamp<int64_t>(std::strtoll(kb, nullptr, 10), 0, int64_t{1} << 20) * 1024
+                                 : L2BytesPerCore() / 4;
     if (ahead_bytes_ > 0) pool_.SetIdleWork(&Session::ReadAheadStep, this);
   }
   const size_t b = static_cast<size_t>(options.batch_size);
