@@ -1,15 +1,20 @@
 // Decode's read-ahead (decoder/read_ahead.h) and the L2 size it is sized from
 // (platform/cache_size.h): each thread's span starts where RowScheduler will hand it its first
 // chunk of the next product and stays within that matrix; steps walk it 4 KB at a time; sysfs's
-// cache sizes and CPU lists parse, and malformed ones are refused.
+// cache sizes and CPU lists parse, and malformed ones are refused; a made-up sysfs tree gives the
+// smallest per-core share of L2.
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "decoder/read_ahead.h"
 #include "decoder/row_scheduler.h"
 #include "format/layout.h"
 #include "platform/cache_size.h"
+#include "test_support.h"
 
 namespace kestrel {
 namespace {
@@ -118,6 +123,47 @@ TEST_CASE("sysfs cache sizes and CPU lists parse; malformed ones are refused", "
     CHECK(l2 <= int64_t{1} << 30);
   }
   CHECK(L2BytesPerCore() == l2);  // read once and kept
+}
+
+// Writes `text` to `path`, making the folders on the way.
+void WriteSysfsFile(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path) << text << "\n";
+}
+
+void WriteCache(const std::filesystem::path& cpu, int index, int level, const std::string& type,
+                const std::string& size, const std::string& shared) {
+  const std::filesystem::path at = cpu / "cache" / ("index" + std::to_string(index));
+  WriteSysfsFile(at / "level", std::to_string(level));
+  WriteSysfsFile(at / "type", type);
+  WriteSysfsFile(at / "size", size);
+  WriteSysfsFile(at / "shared_cpu_list", shared);
+}
+
+TEST_CASE("L2 share per core from a sysfs tree: the smallest over the CPUs, shared caches divided", "[read_ahead]") {
+  const std::filesystem::path root = std::filesystem::path(testing::TempDir()) / "sysfs-cpu";
+  std::filesystem::remove_all(root);
+  // A big.LITTLE-like layout: cpu0-1 share a 512K L2 (256K each), cpu2 has 2048K alone, cpu3 is
+  // offline (no cache folder), and each CPU's L1 caches come first, as on Linux.
+  WriteSysfsFile(root / "present", "0-3");
+  for (int cpu = 0; cpu < 3; ++cpu) {
+    const std::filesystem::path dir = root / ("cpu" + std::to_string(cpu));
+    WriteCache(dir, 0, 1, "Data", "32K", std::to_string(cpu));
+    WriteCache(dir, 1, 1, "Instruction", "32K", std::to_string(cpu));
+    WriteCache(dir, 2, 2, "Unified", cpu < 2 ? "512K" : "2048K", cpu < 2 ? "0-1" : "2");
+    WriteCache(dir, 3, 3, "Unified", "8192K", "0-3");
+  }
+  CHECK(L2BytesPerCoreIn(root.string()) == 256 * 1024);
+  // Without the little cores' L2 entries only the big core's counts.
+  for (int cpu = 0; cpu < 2; ++cpu) std::filesystem::remove_all(root / ("cpu" + std::to_string(cpu)) / "cache" / "index2");
+  CHECK(L2BytesPerCoreIn(root.string()) == 2048 * 1024);
+  // A malformed size, or no list of CPUs present: unknown.
+  WriteCache(root / "cpu2", 2, 2, "Unified", "lots", "2");
+  CHECK(L2BytesPerCoreIn(root.string()) == 0);
+  std::filesystem::remove(root / "present");
+  CHECK(L2BytesPerCoreIn(root.string()) == 0);
+  CHECK(L2BytesPerCoreIn((root / "absent").string()) == 0);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

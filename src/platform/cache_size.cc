@@ -39,8 +39,8 @@ bool ReadFile(const std::string& path, std::string* out) {
 
 // CPU `cpu`'s share of its level-2 cache in bytes; 0 when sysfs does not tell (an offline CPU
 // lists no caches).
-int64_t L2ShareOf(int cpu) {
-  const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/cache/";
+int64_t L2ShareOf(const std::string& cpu_dir, int cpu) {
+  const std::string dir = cpu_dir + "/cpu" + std::to_string(cpu) + "/cache/";
   for (int index = 0; index < 8; ++index) {
     const std::string at = dir + "index" + std::to_string(index) + "/";
     std::string level, type, size, shared;
@@ -87,20 +87,22 @@ int CountCpuList(std::string_view text) {
   return static_cast<int>(count);
 }
 
+int64_t L2BytesPerCoreIn(const std::string& cpu_dir) {
+  std::string present;
+  if (!ReadFile(cpu_dir + "/present", &present)) return 0;
+  const int cpus = std::min(CountCpuList(present), 4096);  // numbered from 0 on Linux
+  int64_t smallest = 0;
+  // Every CPU, not just the first: on a phone's big.LITTLE SoC the cores' L2 differ, and a thread
+  // may run on either kind.
+  for (int cpu = 0; cpu < cpus; ++cpu) {
+    const int64_t share = L2ShareOf(cpu_dir, cpu);
+    if (share > 0) smallest = smallest == 0 ? share : std::min(smallest, share);
+  }
+  return smallest;
+}
+
 int64_t L2BytesPerCore() {
-  static const int64_t bytes = [] {
-    std::string present;
-    if (!ReadFile("/sys/devices/system/cpu/present", &present)) return int64_t{0};
-    const int cpus = std::min(CountCpuList(present), 4096);  // numbered from 0 on Linux
-    int64_t smallest = 0;
-    // Every CPU, not just the first: on a phone's big.LITTLE SoC the cores' L2 differ, and a thread
-    // may run on either kind.
-    for (int cpu = 0; cpu < cpus; ++cpu) {
-      const int64_t share = L2ShareOf(cpu);
-      if (share > 0) smallest = smallest == 0 ? share : std::min(smallest, share);
-    }
-    return smallest;
-  }();
+  static const int64_t bytes = L2BytesPerCoreIn("/sys/devices/system/cpu");
   return bytes;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace kestrel {
@@ -12,6 +13,8 @@ namespace kestrel {
 // among the CPUs that share it; 0 where sysfs does not say (another OS, a container hiding it).
 // Read once and kept.
 int64_t L2BytesPerCore();
+// The same, read now from a sysfs CPU folder laid out as /sys/devices/system/cpu (for tests).
+int64_t L2BytesPerCoreIn(const std::string& cpu_dir);
 
 // A sysfs cache size ("2048K", "1M", "512") in bytes; -1 when malformed.
 int64_t ParseCacheSize(std::string_view text);
