@@ -88,8 +88,9 @@ class Session {
   absl::Status Forward(const int32_t* tokens, int32_t n, bool want_logits);
   // The matrices of the product that comes next at decode, whose first rows the threads read
   // ahead while they would otherwise wait (ReadAhead).
+  static constexpr int kMaxFusedProducts = 3;  // Linear's matrices sharing one input
   struct NextProduct {
-    const MatrixView* m[3];  // no member initializers: value-initialized ({}) to none
+    const MatrixView* m[kMaxFusedProducts];  // no member initializers: value-initialized ({}) to none
     int count;
   };
   // y[n][w.rows] = W x, split over threads by rows in chunks (RowScheduler); x must have been
@@ -101,7 +102,6 @@ class Session {
     const MatrixView* w;
     float* y;
   };
-  static constexpr int kMaxFusedProducts = 3;
   void Linear(const LinearOutput* outputs, int count, int32_t n, TimingRole role, const NextProduct& next = {});
   // One step of thread `thread`'s read-ahead (ThreadPool::SetIdleWork).
   static bool ReadAheadStep(void* session, int thread);

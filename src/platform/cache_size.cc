@@ -1,31 +1,32 @@
 #include "platform/cache_size.h"
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <sstream>
 #include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+
 namespace kestrel {
 namespace {
 
-// Trailing whitespace (sysfs values end with a newline) stripped.
-std::string_view Trimmed(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  return s;
-}
-
 // A non-negative decimal number making up all of `s`; -1 otherwise (or past 2^40, which no cache
-// size or CPU number reaches).
-int64_t ParseCount(std::string_view s) {
-  if (s.empty() || s.size() > 12) return -1;
+// size or CPU number reaches). Digits only: SimpleAtoi alone would also take a sign and spaces.
+int64_t ParseCount(absl::string_view s) {
   int64_t v = 0;
-  for (char c : s) {
-    if (c < '0' || c > '9') return -1;
-    v = v * 10 + (c - '0');
+  if (s.empty() || !std::all_of(s.begin(), s.end(), absl::ascii_isdigit) || !absl::SimpleAtoi(s, &v) ||
+      v > (int64_t{1} << 40)) {
+    return -1;
   }
   return v;
+}
+
+// Without the whitespace around it (sysfs values end with a newline). Debian's Abseil has its own
+// string_view, not std's.
+absl::string_view Stripped(std::string_view s) {
+  return absl::StripAsciiWhitespace(absl::string_view(s.data(), s.size()));
 }
 
 bool ReadFile(const std::string& path, std::string* out) {
@@ -45,8 +46,8 @@ int64_t L2ShareOf(const std::string& cpu_dir, int cpu) {
     const std::string at = dir + "index" + std::to_string(index) + "/";
     std::string level, type, size, shared;
     if (!ReadFile(at + "level", &level)) break;
-    if (Trimmed(level) != "2" || !ReadFile(at + "type", &type)) continue;
-    if (Trimmed(type) != "Unified" && Trimmed(type) != "Data") continue;
+    if (Stripped(level) != "2" || !ReadFile(at + "type", &type)) continue;
+    if (Stripped(type) != "Unified" && Stripped(type) != "Data") continue;
     if (!ReadFile(at + "size", &size)) return 0;
     const int64_t bytes = ParseCacheSize(size);
     const int sharers = ReadFile(at + "shared_cpu_list", &shared) ? CountCpuList(shared) : 1;
@@ -57,8 +58,8 @@ int64_t L2ShareOf(const std::string& cpu_dir, int cpu) {
 
 }  // namespace
 
-int64_t ParseCacheSize(std::string_view text) {
-  text = Trimmed(text);
+int64_t ParseCacheSize(std::string_view raw) {
+  absl::string_view text = Stripped(raw);
   int64_t scale = 1;
   if (!text.empty() && (text.back() == 'K' || text.back() == 'M' || text.back() == 'G')) {
     scale = text.back() == 'K' ? int64_t{1} << 10 : text.back() == 'M' ? int64_t{1} << 20 : int64_t{1} << 30;
@@ -68,18 +69,13 @@ int64_t ParseCacheSize(std::string_view text) {
   return v < 0 ? -1 : v * scale;
 }
 
-int CountCpuList(std::string_view text) {
-  text = Trimmed(text);
-  if (text.empty()) return -1;
+int CountCpuList(std::string_view raw) {
   int64_t count = 0;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
-    if (comma != std::string_view::npos && text.empty()) return -1;  // a trailing comma
+  // An empty item (an empty list, ",,", a trailing comma) fails to parse.
+  for (absl::string_view item : absl::StrSplit(Stripped(raw), ',')) {
     const size_t dash = item.find('-');
     const int64_t first = ParseCount(item.substr(0, dash));
-    const int64_t last = dash == std::string_view::npos ? first : ParseCount(item.substr(dash + 1));
+    const int64_t last = dash == absl::string_view::npos ? first : ParseCount(item.substr(dash + 1));
     if (first < 0 || last < first) return -1;
     count += last - first + 1;
     if (count > (int64_t{1} << 20)) return -1;
