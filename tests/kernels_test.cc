@@ -315,6 +315,52 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
   }
 }
 
+// Decode over ranges of many tiles, in each path a kernel may choose between: avx512_vnni's tile
+// order reads a range as regions of tile streams (several tiles a stream, a shorter region after
+// the whole ones, the rest in adjacent 16-row groups), and each step's rows are scattered over the
+// region. Ranges split on tiles as the pool splits them, so regions start anywhere.
+TEST_CASE("every backend's decode is exact over ranges of many tiles in each path", "[kernels][conformance]") {
+  const Backend& ref = Generic();
+  for (const Backend* b : CompiledBackends()) {
+    if (!b->cpu_supports()) {
+      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
+      continue;
+    }
+    for (const MatmulCase& c : kMatmulCases) {
+      if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
+      const int64_t tile = LayoutTileRows(c.layout);
+      for (int64_t columns : {int64_t{64}, int64_t{32 * 15}}) {
+        // 101 tiles: whole regions of 5-tile streams (40 tiles for Q4_0's 8 streams, 20 for Q8_0's 4)
+        // and shorter ones; 128 tiles split in two: 64 each, a whole region and one of 3 tiles a stream.
+        for (int64_t rows : {tile * 101, tile * 128}) {
+          TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 7 + rows));
+          const auto xf = RandomVector(static_cast<size_t>(columns), 29);
+          std::vector<BlockQ8_0> xq(static_cast<size_t>(columns / 32));
+          ref.kernels->quantize_q8_0(xf.data(), xq.data(), columns);
+          const Input input(xf, xq, 1, columns);
+          std::vector<float> expected, got;
+          RunMatmul(ref, m.view, input.x, &expected, 1);
+          for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
+            FasterPath::ForceForTesting(path);
+            for (int splits : {1, 2, 3, 7}) {
+              RunMatmul(*b, m.view, input.x, &got, splits);
+              int64_t first_wrong = -1;  // NaN (a row left unwritten) counts as wrong
+              for (size_t i = 0; i < expected.size() && first_wrong < 0; ++i) {
+                if (!(got[i] == expected[i])) first_wrong = static_cast<int64_t>(i);
+              }
+              INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
+                           << " path " << path << " splits " << splits << " first wrong row " << first_wrong);
+              if (first_wrong >= 0) FasterPath::ForceForTesting(-1);
+              REQUIRE(first_wrong == -1);
+            }
+          }
+          FasterPath::ForceForTesting(-1);
+        }
+      }
+    }
+  }
+}
+
 // Backends whose prompt products are bf16 (KernelTable::f32_to_bf16_tile): each weight (q * d_w) and
 // each activation is rounded to bf16 (relative error at most 2^-9 each), products summed in f32.
 // Bound: |y - exact| <= sum|w x| * (2^-8 + (columns + 8) * 1.2e-7), where exact is the

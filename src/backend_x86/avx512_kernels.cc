@@ -264,9 +264,9 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
 // (bench/README.md has the figures). So the kernel measures all three as it runs and takes the
 // fastest (FasterPath, below).
 enum class PrefetchOrder {
-  // The loads' own order, kLeadBytes ahead: block b + lead of the group's 4-row tiles (4 places
-  // for Q4_0, 2 for Q8_0, a fraction of the group's region apart), and past the group's last block
-  // the first blocks of the group G on. Path 0.
+  // The loads' own order, kLeadBytes ahead: block b + lead of the tiles being read, and past a
+  // tile's last block the first blocks of the tile that its stream reads next (DecodeStreams).
+  // Path 0.
   kTiles,
   // The group G on, swept in address order: G sequential streams per thread. In every layout a
   // 16-row group's rows are one contiguous region (blocks * 16 * kRowBlockBytes bytes) and groups
@@ -296,27 +296,40 @@ constexpr int64_t kTileOrderLead = kLeadBytes / (G * kRows * Weights::kRowBlockB
 template <typename Weights, PrefetchOrder kOrder>
 constexpr int kDecodeStreams = (kOrder == PrefetchOrder::kSweep && Weights::kRowBlockBytes > 18) ? 1 : 2;
 
-// G adjacent 16-row groups from r0 (n_rows of them in a lone group when not kWhole). One weight
-// pointer steps a block at a time: each tile's unit is that pointer plus a multiple of the tile
-// stride, and the tile orders' prefetch a fixed offset from it (for kTiles `near`, then `far` once
-// the lead passes the rows' last block and moves to the next groups' tiles), so a block step
-// computes no addresses. The earlier form computed every unit's address from (row, block) and
-// parked those values in vector registers; against it one thread took 0.87-0.99 of the time in the
-// tile order (Q4_0, eight paired runs; Q8_0 0.95-1.01), and llvm-mca's Intel models count 42
-// cycles a block step instead of 61 (Q4_0; Q8_0 42 instead of 58; bench/README.md, x86-mca.md).
+// Which tiles a decode step reads (DecodeStreams): its G * kTiles tiles are `spread` tiles apart
+// from the tile of r0 on (1: G adjacent 16-row groups), and each tile's stream reads, after it, the
+// tile `hop` tiles further on (where the tile order's prefetch goes past the tile's last block).
+struct TileWalk {
+  int64_t spread, hop;
+};
+template <typename Weights, int G>
+constexpr TileWalk AdjacentGroups() {
+  return {1, G * (kRows / Weights::kTileRows)};
+}
+
+// The G 16-row groups of one step (n_rows rows of a lone group when not kWhole), by default G
+// adjacent groups from r0. One weight pointer steps a block at a time: each tile's unit is that
+// pointer plus a multiple of the tile stride, and the tile orders' prefetch a fixed offset from it
+// (for kTiles `near`, then `far` once the lead passes the tile's last block and moves to the tile
+// its stream reads next), so a block step computes no addresses. The earlier form computed every
+// unit's address from (row, block) and parked those values in vector registers; against it one
+// thread took 0.87-0.99 of the time in the tile order (Q4_0, eight paired runs; Q8_0 0.95-1.01),
+// and llvm-mca's Intel models count 42 cycles a block step instead of 61 (Q4_0; Q8_0 42 instead of
+// 58; bench/README.md, x86-mca.md).
 template <typename Weights, PrefetchOrder kOrder, int G, bool kWhole = true>
-void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a,
-                  const int32_t* sums, const float* a_scale, float* y) {
+void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a, const int32_t* sums,
+                  const float* a_scale, float* y, TileWalk walk = AdjacentGroups<Weights, G>()) {
   constexpr int kTiles = kRows / Weights::kTileRows;  // tiles per group
   constexpr int64_t kSweepStep = kRows * Weights::kRowBlockBytes;
   const int n_tiles = (n_rows + Weights::kTileRows - 1) / Weights::kTileRows;
-  const int64_t stride = blocks * Weights::kUnitBytes;
+  const int64_t tile_bytes = blocks * Weights::kUnitBytes;
+  const int64_t stride = walk.spread * tile_bytes;                // from one of the step's tiles to the next
   int64_t near = G * kTiles * stride, far = near, turn = blocks;  // kNextGroup: the next G groups' block b
   if constexpr (kOrder == PrefetchOrder::kTiles) {
     constexpr int64_t kLead = kTileOrderLead<Weights, G>;
-    near = (kLead / blocks) * G * kTiles * stride + (kLead % blocks) * Weights::kUnitBytes;
-    far = near + (G * kTiles - 1) * stride;
-    turn = blocks - kLead % blocks;  // the first block whose lead lies in the next groups
+    near = (kLead / blocks) * walk.hop * tile_bytes + (kLead % blocks) * Weights::kUnitBytes;
+    far = near + (walk.hop - 1) * tile_bytes;
+    turn = blocks - kLead % blocks;  // the first block whose lead lies in the next tile
   }
   const uint8_t* unit = Weights::Group(data, blocks, r0, 0, 0);  // tile 0 of group 0 at block b
   const uint8_t* next = unit + G * kTiles * stride;              // the sweep's region: the groups after these
@@ -362,13 +375,64 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
     if constexpr (kMarked) KESTREL_MCA_MARK("END", Weights::kMcaId, 1);
   }
   for (; b < blocks; ++b) step(b, far);
-  for (int g = 0; g < G; ++g) StoreRows(y + r0 + g * kRows, acc[g], kWhole ? kRows : n_rows);
+  if (walk.spread == 1) {
+    for (int g = 0; g < G; ++g) StoreRows(y + r0 + g * kRows, acc[g], kWhole ? kRows : n_rows);
+    return;
+  }
+  for (int g = 0; g < G; ++g) {
+    alignas(64) float lanes[kRows];
+    _mm512_store_ps(lanes, acc[g]);
+    for (int t = 0; t < kTiles; ++t) {
+      std::memcpy(y + r0 + (g * kTiles + t) * walk.spread * Weights::kTileRows, lanes + t * Weights::kTileRows,
+                  sizeof(float) * Weights::kTileRows);
+    }
+  }
+}
+
+// Decode's traversal in the tile order: a step's G * kTiles tiles (8 for Q4_0, 4 for Q8_0) are the
+// heads of as many streams, each reading kStreamTiles consecutive tiles of the layout before the
+// walk moves on to the next region, rather than G adjacent 16-row groups (whose tiles' streams end
+// after one tile each). With adjacent groups, products over 2048-column rows (all but the FFN's down
+// projection) read 3-6% slower than over 6144-column ones on the Intel Xeon CI host: each step began
+// 8 new short streams. Streams of 5 tiles took the one-thread Q4_0 decode of a 2048 x 151936 matrix
+// 0.89x the time (paired in one process), 4 tiles 0.91x, 8 0.95x (the streams then start on the
+// same 4 KiB page offset), 2 0.98x, and one stream per eighth of the range 0.985x; Q8_0 0.95x with 4-11
+// tiles (bench/README.md, thirty-sixth session). The rows a step computes are not adjacent, so each
+// tile's sums go to their own rows; each row's sum is the same as before, to the bit.
+constexpr int64_t kStreamTiles = 5;
+
+// Whole regions of the range from row_begin: returns the first row left to the other traversal (at
+// most 2 * G * kTiles - 1 tiles, and any last partial tile).
+template <typename Weights>
+int64_t DecodeStreams(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
+                      int64_t row_end) {
+  constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
+  constexpr int64_t kStreams = G * kRows / Weights::kTileRows;
+  int64_t tiles = (row_end - row_begin) / Weights::kTileRows;
+  // Regions of kStreamTiles a stream, then one shorter region of at least two (one tile a stream is
+  // what the adjacent groups read anyway).
+  while (tiles >= 2 * kStreams) {
+    const int64_t n = tiles / kStreams < kStreamTiles ? tiles / kStreams : kStreamTiles;
+    for (int64_t i = 0; i < n; ++i) {
+      // The last tile of each stream hops to its stream's first in the next region (as if of the
+      // same length; the prefetch lands a little off in a shorter one, on rows read soon after).
+      const TileWalk walk{n, i + 1 < n ? 1 : kStreams * n - (n - 1)};
+      DecodeGroups<Weights, PrefetchOrder::kTiles, G>(data, blocks, row_begin + i * Weights::kTileRows, kRows, x.q8_0,
+                                                      x.q8_0_sums, x.q8_0_scales, y, walk);
+    }
+    row_begin += n * kStreams * Weights::kTileRows;
+    tiles -= n * kStreams;
+  }
+  return row_begin;
 }
 
 template <typename Weights, PrefetchOrder kOrder>
 void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                 int64_t row_end) {
   constexpr int G = kDecodeStreams<Weights, kOrder>;
+  if constexpr (kOrder == PrefetchOrder::kTiles) {
+    row_begin = DecodeStreams<Weights>(data, blocks, x, y, row_begin, row_end);
+  }
   const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
   for (int64_t i = 0; i < steps; ++i) {
     DecodeGroups<Weights, kOrder, G>(data, blocks, row_begin + kRows * G * i, kRows, x.q8_0, x.q8_0_sums,
