@@ -23,6 +23,7 @@
 #include "backend/faster_path.h"
 #include "backend/mca_mark.h"
 #include "backend/q8_0_special_blocks.h"
+#include "backend/tile_streams.h"
 #include "backend_x86/exp_polynomial.h"
 
 #ifndef KESTREL_AVX2_NAMESPACE
@@ -690,8 +691,9 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
   }
 }
 
-// Decode over tiles: one token against G adjacent 8-row groups at once, so 2G weight streams (two
-// tiles per group) are in flight, each prefetching the group it reads one step (G groups) later;
+// Decode over tiles: one token against G 8-row groups at once, so 2G weight streams (two tiles per
+// group) are in flight (in the first order tile streams, tile_streams.h; in the sweep, and for what
+// they leave, adjacent groups), each prefetching the tile it reads next, a step later;
 // the token's broadcast words serve every group. As Q4Tile with one token: bit-identical. Adjacent
 // groups rather than one from each G-th part of the range (which restarted G cold streams in every
 // chunk the row scheduler hands out): 2-thread tg32 +15-20% on a Zen 5 (bench/README.md).
@@ -702,17 +704,24 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
 // threads while the machine was busy, 7% slower while it was not; FasterPath picks as it runs.
 constexpr int kQ4DecodeStreams = 2;
 FasterPath q4_decode_order;  // which prefetch order is faster lately
+// Tiles a stream in the first order's walk (tile_streams.h), which replaces its adjacent groups:
+// avx512_vnni's length. On the Intel Xeon CI host (--backend avx2, tg32 at two threads, ABBA with
+// the binary before) 30.86-31.54 t/s against 28.85-29.63 (bench/README.md, thirty-sixth session).
+constexpr int64_t kQ4StreamTiles = 5;
 
+// A group's second tile lies gap_tiles after its first (1: adjacent, 8 rows; more on tile streams),
+// and the prefetch reads ahead_tiles on (2G: the group G on; 1 on a tile stream: its next tile).
 template <int G, bool kSweep>
 inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* rows, const BlockQ8_0* a,
-                           const int32_t* offset, const float* a_scale, __m256* acc_out) {
+                           const int32_t* offset, const float* a_scale, __m256* acc_out, int64_t gap_tiles = 1,
+                           int64_t ahead_tiles = 2 * G) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
   // Addresses worked out once per call (a group's two tiles each hold blocks * 72 bytes; the group
   // G on, the one prefetched, starts 2G tiles further) and the sums kept in registers. Worked out
   // per block from the row numbers (a signed division, a multiply, spills to the stack) the loop
   // ran 1.4-2x slower from cache and decoded 1.4x slower at two threads (bench/README.md).
   const int64_t tile_bytes = blocks * 72;
-  const int64_t ahead = 2 * G * tile_bytes;
+  const int64_t ahead = ahead_tiles * tile_bytes, gap = gap_tiles * tile_bytes;
   const uint8_t* tile[G];
   __m256 acc[G];
   for (int g = 0; g < G; ++g) {
@@ -733,7 +742,7 @@ inline void Q4DecodeGroups(const uint8_t* data, int64_t blocks, const int64_t* r
         a_hi[k] = Broadcast32(q + 16 + 4 * k);
       }
       const uint8_t* ga = tile[g] + b * 72;
-      const uint8_t* gb = ga + tile_bytes;
+      const uint8_t* gb = ga + gap;
       // The group G on, which this stream reads next (see kQ4DecodeStreams; past the range's end it
       // is the next rows or nothing: a prefetch never faults).
       if constexpr (kSweep) {
@@ -796,9 +805,28 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
     if constexpr (std::is_same_v<Tiles, Q4Tiles>) {
       if (c1 - c0 == 1) {
         constexpr int G = kQ4DecodeStreams;
-        const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
         const FasterPath::Choice choice = q4_decode_order.Pick(NowNanoseconds());
         const auto* data = static_cast<const uint8_t*>(w.data);
+        const int64_t walk_begin = r0;
+        if (choice.path == 0) {
+          // Tile streams (tile_streams.h): group g's tiles head streams 2g and 2g + 1.
+          const int64_t walked =
+              WalkTileStreams((row_end - r0) / 4, 2 * G, kQ4StreamTiles, [&](int64_t i, int64_t n, int64_t hop) {
+                int64_t rows[G];
+                __m256 acc[G];
+                for (int g = 0; g < G; ++g) {
+                  rows[g] = r0 + 4 * (i + 2 * g * n);
+                  acc[g] = _mm256_setzero_ps();
+                }
+                Q4DecodeGroups<G, false>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc, n, hop);
+                for (int g = 0; g < G; ++g) {
+                  _mm_storeu_ps(y + c0 * y_stride + rows[g], _mm256_castps256_ps128(acc[g]));
+                  _mm_storeu_ps(y + c0 * y_stride + rows[g] + 4 * n, _mm256_extractf128_ps(acc[g], 1));
+                }
+              });
+          r0 += 4 * walked;
+        }
+        const int64_t part = (row_end - r0) / 8 / G;  // steps of G whole 8-row groups
         for (int64_t i = 0; i < part; ++i) {
           int64_t rows[G];
           __m256 acc[G];
@@ -813,9 +841,10 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
           }
           for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + c0 * y_stride + rows[g], acc[g]);
         }
-        if (choice.timed)
-          q4_decode_order.Report(choice, NowNanoseconds(), static_cast<uint64_t>(part * G * 8 * blocks * 18));
         r0 += 8 * G * part;
+        if (choice.timed) {
+          q4_decode_order.Report(choice, NowNanoseconds(), static_cast<uint64_t>((r0 - walk_begin) * blocks * 18));
+        }
       }
     }
     for (; r0 < row_end; r0 += 8) {
@@ -994,8 +1023,9 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
   }
 }
 
-// Decode: one token against G adjacent 8-row groups at once, each prefetching the block it reads
-// one step (G groups) later, so G weight streams are in flight: one stream left a thread 20% short
+// Decode: one token against G 8-row groups at once (tile streams, tile_streams.h, then adjacent
+// groups for what they leave), each prefetching ahead in what it reads next, so G weight streams
+// are in flight: one stream left a thread 20% short
 // of the bandwidth that 2-4 reach (2, 4 and 8 measured; 8 was slower than 1. bench/README.md).
 // Long rows put that block far ahead (G * 272 bytes per block of a row: 209 KB at 6144 columns),
 // and there each stream prefetches 2 KB ahead in its own group instead. One thread on a Zen 5, the
@@ -1004,15 +1034,24 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 constexpr int kQ8DecodeStreams = 4;
 constexpr int64_t kQ8DecodeGroupAheadMax = 72 * 1024;  // farthest lead of the group-ahead order
 constexpr int64_t kQ8DecodeStreamAhead = 2048;         // the lead within a group beyond it
+// Tiles a stream in the walk (tile_streams.h): avx512_vnni's length. A stream's reads run on from
+// tile to tile, and so does its prefetch, 2 KB ahead: on the Intel Xeon CI host (--backend avx2,
+// tg32 at two threads, ABBA with the binary before) 16.43-16.83 t/s against 15.50-15.70 for
+// adjacent groups; with the lead one tile ahead (17 KB at 2048 columns) 15.34-15.85 against
+// 15.71-16.14, 8 KB 14.55-14.87 (bench/README.md, thirty-sixth session).
+constexpr int64_t kQ8StreamTiles = 5;
+
+// The prefetch reads `lead` bytes on from each block (past the range's end it is the next rows or
+// nothing: a prefetch never faults). For adjacent groups, the same block of the group G on, which
+// this stream reads next, or 2 KB on in this group for long rows (see kQ8DecodeStreams).
+inline int64_t Q8AdjacentGroupsLead(int64_t blocks) {
+  const int64_t group_ahead = kQ8DecodeStreams * blocks * 34 * 8;
+  return group_ahead <= kQ8DecodeGroupAheadMax ? group_ahead : kQ8DecodeStreamAhead;
+}
 
 template <int G>
 inline void Q8DecodeGroups(const uint8_t* const* first, int64_t blocks, const BlockQ8_0* a, const float* a_scale,
-                           __m256* acc) {
-  // The same block of the group G on, which this stream reads next, or 2 KB on in this group for
-  // long rows (see kQ8DecodeStreams; past the range's end it is the next rows or nothing: a
-  // prefetch never faults).
-  const int64_t group_ahead = G * blocks * 34 * 8;
-  const int64_t lead = group_ahead <= kQ8DecodeGroupAheadMax ? group_ahead : kQ8DecodeStreamAhead;
+                           __m256* acc, int64_t lead) {
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* qa[1] = {a[b].qs};
     for (int g = 0; g < G; ++g) {
@@ -1035,19 +1074,26 @@ void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y
     constexpr int G = kQ8DecodeStreams;
     const int64_t blocks = w.columns / 32;
     const auto* data = static_cast<const uint8_t*>(w.data);
-    const int64_t part = (row_end - row_begin) / 8 / G;  // steps of G whole 8-row groups
-    for (int64_t i = 0; i < part; ++i) {
+    // Tile streams (tile_streams.h): group g is the tile heading stream g; then adjacent groups.
+    const auto groups = [&](int64_t first_row, int64_t spread, int64_t lead) {
       const uint8_t* first[G];
       int64_t rows[G];
       __m256 acc[G];
       for (int g = 0; g < G; ++g) {
-        rows[g] = row_begin + 8 * (G * i + g);
+        rows[g] = first_row + 8 * g * spread;
         first[g] = data + (rows[g] / 8) * blocks * 34 * 8;
         acc[g] = _mm256_setzero_ps();
       }
-      Q8DecodeGroups<G>(first, blocks, x.q8_0, x.q8_0_scales, acc);
+      Q8DecodeGroups<G>(first, blocks, x.q8_0, x.q8_0_scales, acc, lead);
       for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + rows[g], _mm256_permutevar8x32_ps(acc[g], Q8RowOrder()));
-    }
+    };
+    const int64_t walked =
+        WalkTileStreams((row_end - row_begin) / 8, G, kQ8StreamTiles, [&](int64_t i, int64_t n, int64_t /*hop*/) {
+          groups(row_begin + 8 * i, n, kQ8DecodeStreamAhead);  // runs on along the stream
+        });
+    row_begin += 8 * walked;
+    const int64_t part = (row_end - row_begin) / 8 / G;  // steps of G whole 8-row groups
+    for (int64_t i = 0; i < part; ++i) groups(row_begin + 8 * G * i, 1, Q8AdjacentGroupsLead(blocks));
     // Groups left over (fewer than G).
     for (int64_t r0 = row_begin + 8 * G * part; r0 < row_end; r0 += 8) Q8TileStore<1>(w, x, 0, r0, y, y_stride);
     return;

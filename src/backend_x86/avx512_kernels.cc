@@ -26,6 +26,7 @@
 
 #include "backend/faster_path.h"
 #include "backend/mca_mark.h"
+#include "backend/tile_streams.h"
 #include "backend_x86/avx2_kernels.h"
 #include "backend_x86/avx512_intrinsics.h"
 #include "backend_x86/avx512_weight_blocks.h"
@@ -389,41 +390,29 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
   }
 }
 
-// Decode's traversal in the tile order: a step's G * kTiles tiles (8 for Q4_0, 4 for Q8_0) are the
-// heads of as many streams, each reading kStreamTiles consecutive tiles of the layout before the
-// walk moves on to the next region, rather than G adjacent 16-row groups (whose tiles' streams end
-// after one tile each). With adjacent groups, products over 2048-column rows (all but the FFN's down
-// projection) read 3-6% slower than over 6144-column ones on the Intel Xeon CI host: each step began
-// 8 new short streams. Streams of 5 tiles took the one-thread Q4_0 decode of a 2048 x 151936 matrix
-// 0.89x the time (paired in one process), 4 tiles 0.91x, 8 0.95x (the streams then start on the
-// same 4 KiB page offset), 2 0.98x, and one stream per eighth of the range 0.985x; Q8_0 0.95x with 4-11
+// Decode's walk in the tile order (tile_streams.h): a step's G * kTiles tiles (8 for Q4_0, 4 for
+// Q8_0) head as many streams of kStreamTiles consecutive tiles, rather than being G adjacent 16-row
+// groups. With adjacent groups, products over 2048-column rows (all but the FFN's down projection)
+// read 3-6% slower than over 6144-column ones on the Intel Xeon CI host: each step began 8 new
+// short streams. Streams of 5 tiles took the one-thread Q4_0 decode of a 2048 x 151936 matrix 0.89x
+// the time (paired in one process), 4 tiles 0.91x, 8 0.95x (the streams then start on the same
+// 4 KiB page offset), 2 0.98x, and one stream per eighth of the range 0.985x; Q8_0 0.95x with 4-11
 // tiles (bench/README.md, thirty-sixth session). The rows a step computes are not adjacent, so each
 // tile's sums go to their own rows; each row's sum is the same as before, to the bit.
 constexpr int64_t kStreamTiles = 5;
 
-// Whole regions of the range from row_begin: returns the first row left to the other traversal (at
-// most 2 * G * kTiles - 1 tiles, and any last partial tile).
+// Walks whole regions of the range from row_begin; returns the first row left to adjacent groups.
 template <typename Weights>
 int64_t DecodeStreams(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                       int64_t row_end) {
   constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
   constexpr int64_t kStreams = G * kRows / Weights::kTileRows;
-  int64_t tiles = (row_end - row_begin) / Weights::kTileRows;
-  // Regions of kStreamTiles a stream, then one shorter region of at least two (one tile a stream is
-  // what the adjacent groups read anyway).
-  while (tiles >= 2 * kStreams) {
-    const int64_t n = tiles / kStreams < kStreamTiles ? tiles / kStreams : kStreamTiles;
-    for (int64_t i = 0; i < n; ++i) {
-      // The last tile of each stream hops to its stream's first in the next region (as if of the
-      // same length; the prefetch lands a little off in a shorter one, on rows read soon after).
-      const TileWalk walk{n, i + 1 < n ? 1 : kStreams * n - (n - 1)};
-      DecodeGroups<Weights, PrefetchOrder::kTiles, G>(data, blocks, row_begin + i * Weights::kTileRows, kRows, x.q8_0,
-                                                      x.q8_0_sums, x.q8_0_scales, y, walk);
-    }
-    row_begin += n * kStreams * Weights::kTileRows;
-    tiles -= n * kStreams;
-  }
-  return row_begin;
+  const int64_t walked = WalkTileStreams(
+      (row_end - row_begin) / Weights::kTileRows, kStreams, kStreamTiles, [&](int64_t i, int64_t n, int64_t hop) {
+        DecodeGroups<Weights, PrefetchOrder::kTiles, G>(data, blocks, row_begin + i * Weights::kTileRows, kRows, x.q8_0,
+                                                        x.q8_0_sums, x.q8_0_scales, y, TileWalk{n, hop});
+      });
+  return row_begin + walked * Weights::kTileRows;
 }
 
 template <typename Weights, PrefetchOrder kOrder>
