@@ -30,6 +30,19 @@ const Backend& Generic() {
   std::abort();
 }
 
+// The compiled backends this CPU can run, each one it cannot reported as skipped.
+std::vector<const Backend*> RunnableBackends() {
+  std::vector<const Backend*> runnable;
+  for (const Backend* b : CompiledBackends()) {
+    if (b->cpu_supports()) {
+      runnable.push_back(b);
+    } else {
+      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
+    }
+  }
+  return runnable;
+}
+
 std::vector<float> RandomVector(size_t n, uint32_t seed, float scale = 1.0f) {
   std::mt19937 rng(seed);
   UniformFloat dist(-scale, scale);
@@ -198,11 +211,7 @@ TEST_CASE("generic matmul agrees with a double-precision product of the dequanti
 
 TEST_CASE("every backend's matmul matches the generic reference", "[kernels][conformance]") {
   const Backend& ref = Generic();
-  for (const Backend* b : CompiledBackends()) {
-    if (!b->cpu_supports()) {
-      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
-      continue;
-    }
+  for (const Backend* b : RunnableBackends()) {
     for (const MatmulCase& c : kMatmulCases) {
       if (!b->accepts(c.dtype, c.layout)) continue;
       // Float products tile tokens by 2 on x86: odd and even counts, one tile and several.
@@ -259,11 +268,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
       {32 * 8193, {1, 3}},  // past avx2's 8192-block stack budget: its fallback path
       {64, {300}},          // past avx512_vnni's 256-token chunk
   };
-  for (const Backend* b : CompiledBackends()) {
-    if (!b->cpu_supports()) {
-      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
-      continue;
-    }
+  for (const Backend* b : RunnableBackends()) {
     for (const MatmulCase& c : kMatmulCases) {
       if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
       for (const Shape& shape : shapes) {
@@ -315,17 +320,14 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
   }
 }
 
-// Decode over ranges of many tiles, in each path a kernel may choose between: avx512_vnni's tile
-// order reads a range as regions of tile streams (several tiles a stream, a shorter region after
-// the whole ones, the rest in adjacent 16-row groups), and each step's rows are scattered over the
-// region. Ranges split on tiles as the pool splits them, so regions start anywhere.
+// Decode over ranges of many tiles, in each path a kernel may choose between: the x86 decode loops
+// read a range as regions of tile streams (backend/tile_streams.h: several tiles a stream, a
+// shorter region after the whole ones, the rest in adjacent groups), and each step's rows are
+// scattered over the region. Ranges split on tiles as the pool splits them, so regions start
+// anywhere.
 TEST_CASE("every backend's decode is exact over ranges of many tiles in each path", "[kernels][conformance]") {
   const Backend& ref = Generic();
-  for (const Backend* b : CompiledBackends()) {
-    if (!b->cpu_supports()) {
-      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
-      continue;
-    }
+  for (const Backend* b : RunnableBackends()) {
     for (const MatmulCase& c : kMatmulCases) {
       if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
       const int64_t tile = LayoutTileRows(c.layout);
@@ -494,11 +496,7 @@ TEST_CASE("f32_to_bf16_tile rounds to nearest even into the tile layout", "[kern
 
 TEST_CASE("every backend's elementwise kernels match the generic reference", "[kernels][conformance]") {
   const Backend& ref = Generic();
-  for (const Backend* b : CompiledBackends()) {
-    if (!b->cpu_supports()) {
-      WARN("SKIPPED: backend " << b->name);
-      continue;
-    }
+  for (const Backend* b : RunnableBackends()) {
     const KernelTable& k = *b->kernels;
     for (int64_t n : {1, 2, 3, 7, 8, 9, 15, 16, 17, 63, 64, 65, 1001}) {
       INFO(b->name << " n=" << n);
@@ -787,11 +785,7 @@ TEST_CASE("every backend's f32_to_f16 matches the reference bit for bit", "[kern
   }
   for (float v : RandomVector(997, 31, 8.0f)) values.push_back(v);
   const Backend& ref = Generic();
-  for (const Backend* b : CompiledBackends()) {
-    if (!b->cpu_supports()) {
-      WARN("SKIPPED: backend " << b->name << " (this CPU lacks its features)");
-      continue;
-    }
+  for (const Backend* b : RunnableBackends()) {
     for (size_t start : {size_t{0}, size_t{5}}) {
       for (size_t n = 1; start + n <= values.size(); n = n < 17 ? n + 1 : n * 3) {
         INFO(b->name << " values " << start << ".." << start + n);
@@ -929,11 +923,7 @@ TEST_CASE("every backend's Q8_0 activation quantizer is bit-identical to the ref
     blocks.push_back(block);
   }
   for (uint32_t seed = 0; seed < 200; ++seed) blocks.push_back(RandomVector(32, seed, seed % 2 ? 1e3f : 1e-2f));
-  for (const Backend* b : CompiledBackends()) {
-    if (!b->cpu_supports()) {
-      WARN("SKIPPED: backend " << b->name);
-      continue;
-    }
+  for (const Backend* b : RunnableBackends()) {
     for (size_t i = 0; i < blocks.size(); ++i) {
       BlockQ8_0 got{}, want{};
       b->kernels->quantize_q8_0(blocks[i].data(), &got, 32);
