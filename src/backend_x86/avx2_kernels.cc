@@ -704,10 +704,9 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
 // threads while the machine was busy, 7% slower while it was not; FasterPath picks as it runs.
 constexpr int kQ4DecodeStreams = 2;
 FasterPath q4_decode_order;  // which prefetch order is faster lately
-// Tiles a stream in the first order's walk (tile_streams.h), which replaces its adjacent groups:
-// avx512_vnni's length. On the Intel Xeon CI host (--backend avx2, tg32 at two threads, ABBA with
-// the binary before) 30.86-31.54 t/s against 28.85-29.63 (bench/README.md, thirty-sixth session).
-constexpr int64_t kQ4StreamTiles = 5;
+// The first order walks tile streams (tile_streams.h) where it read adjacent groups: on the Intel
+// Xeon CI host (--backend avx2, tg32 at two threads, ABBA with the binary before) 30.86-31.54 t/s
+// against 28.85-29.63 (bench/README.md, thirty-sixth session).
 
 // A group's second tile lies gap_tiles after its first (1: adjacent, 8 rows; more on tile streams),
 // and the prefetch reads ahead_tiles on (2G: the group G on; 1 on a tile stream: its next tile).
@@ -811,7 +810,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
         if (choice.path == 0) {
           // Tile streams (tile_streams.h): group g's tiles head streams 2g and 2g + 1.
           const int64_t walked =
-              WalkTileStreams((row_end - r0) / 4, 2 * G, kQ4StreamTiles, [&](int64_t i, int64_t n, int64_t hop) {
+              WalkTileStreams((row_end - r0) / 4, 2 * G, kTileStreamLength, [&](int64_t i, int64_t n, int64_t hop) {
                 int64_t rows[G];
                 __m256 acc[G];
                 for (int g = 0; g < G; ++g) {
@@ -1034,12 +1033,11 @@ inline void Q8TileTail(int n, const MatrixView& w, const Activations& x, int64_t
 constexpr int kQ8DecodeStreams = 4;
 constexpr int64_t kQ8DecodeGroupAheadMax = 72 * 1024;  // farthest lead of the group-ahead order
 constexpr int64_t kQ8DecodeStreamAhead = 2048;         // the lead within a group beyond it
-// Tiles a stream in the walk (tile_streams.h): avx512_vnni's length. A stream's reads run on from
-// tile to tile, and so does its prefetch, 2 KB ahead: on the Intel Xeon CI host (--backend avx2,
+// Decode walks tile streams (tile_streams.h). A stream's reads run on from tile to tile, and so
+// does its prefetch, 2 KB ahead: on the Intel Xeon CI host (--backend avx2,
 // tg32 at two threads, ABBA with the binary before) 16.43-16.83 t/s against 15.50-15.70 for
 // adjacent groups; with the lead one tile ahead (17 KB at 2048 columns) 15.34-15.85 against
 // 15.71-16.14, 8 KB 14.55-14.87 (bench/README.md, thirty-sixth session).
-constexpr int64_t kQ8StreamTiles = 5;
 
 // The prefetch reads `lead` bytes on from each block (past the range's end it is the next rows or
 // nothing: a prefetch never faults). For adjacent groups, the same block of the group G on, which
@@ -1088,7 +1086,7 @@ void MatmulQ8_0x8(const MatrixView& w, const Activations& x, float* y, int64_t y
       for (int g = 0; g < G; ++g) _mm256_storeu_ps(y + rows[g], _mm256_permutevar8x32_ps(acc[g], Q8RowOrder()));
     };
     const int64_t walked =
-        WalkTileStreams((row_end - row_begin) / 8, G, kQ8StreamTiles, [&](int64_t i, int64_t n, int64_t /*hop*/) {
+        WalkTileStreams((row_end - row_begin) / 8, G, kTileStreamLength, [&](int64_t i, int64_t n, int64_t /*hop*/) {
           groups(row_begin + 8 * i, n, kQ8DecodeStreamAhead);  // runs on along the stream
         });
     row_begin += 8 * walked;

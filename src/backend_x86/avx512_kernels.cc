@@ -391,7 +391,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
 }
 
 // Decode's walk in the tile order (tile_streams.h): a step's G * kTiles tiles (8 for Q4_0, 4 for
-// Q8_0) head as many streams of kStreamTiles consecutive tiles, rather than being G adjacent 16-row
+// Q8_0) head as many streams of kTileStreamLength consecutive tiles, rather than being G adjacent 16-row
 // groups. With adjacent groups, products over 2048-column rows (all but the FFN's down projection)
 // read 3-6% slower than over 6144-column ones on the Intel Xeon CI host: each step began 8 new
 // short streams. Streams of 5 tiles took the one-thread Q4_0 decode of a 2048 x 151936 matrix 0.89x
@@ -399,7 +399,6 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
 // 4 KiB page offset), 2 0.98x, and one stream per eighth of the range 0.985x; Q8_0 0.95x with 4-11
 // tiles (bench/README.md, thirty-sixth session). The rows a step computes are not adjacent, so each
 // tile's sums go to their own rows; each row's sum is the same as before, to the bit.
-constexpr int64_t kStreamTiles = 5;
 
 // Walks whole regions of the range from row_begin; returns the first row left to adjacent groups.
 template <typename Weights>
@@ -408,7 +407,7 @@ int64_t DecodeStreams(const uint8_t* data, int64_t blocks, const Activations& x,
   constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
   constexpr int64_t kStreams = G * kRows / Weights::kTileRows;
   const int64_t walked = WalkTileStreams(
-      (row_end - row_begin) / Weights::kTileRows, kStreams, kStreamTiles, [&](int64_t i, int64_t n, int64_t hop) {
+      (row_end - row_begin) / Weights::kTileRows, kStreams, kTileStreamLength, [&](int64_t i, int64_t n, int64_t hop) {
         DecodeGroups<Weights, PrefetchOrder::kTiles, G>(data, blocks, row_begin + i * Weights::kTileRows, kRows, x.q8_0,
                                                         x.q8_0_sums, x.q8_0_scales, y, TileWalk{n, hop});
       });
