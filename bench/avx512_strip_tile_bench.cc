@@ -63,7 +63,7 @@ void RunPackedStripChunk() {
 
 uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks) {
   using Weights = TiledQ4_0x4;
-  constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
+  constexpr int G = kDecodeGroups;
   constexpr int64_t lead = kTileOrderLead<Weights, G>;  // block steps, as DecodeGroups' tile order
   const __m512i nibbles = _mm512_set1_epi8(0x0f), a = _mm512_set1_epi32(0x01020304);
   __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};

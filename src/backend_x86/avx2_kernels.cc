@@ -692,21 +692,23 @@ inline void Q4WideTileStore(const UnpackedBlock* u, int64_t b0, int64_t n, const
 }
 
 // Decode over tiles: one token against G 8-row groups at once, so 2G weight streams (two tiles per
-// group) are in flight (in the first order tile streams, tile_streams.h; in the sweep, and for what
-// they leave, adjacent groups), each prefetching the tile it reads next, a step later;
+// group) are in flight (tile streams, tile_streams.h, on path 0; otherwise, and for what the
+// streams leave, adjacent groups), each prefetching the tile it reads next, a step later;
 // the token's broadcast words serve every group. As Q4Tile with one token: bit-identical. Adjacent
 // groups rather than one from each G-th part of the range (which restarted G cold streams in every
 // chunk the row scheduler hands out): 2-thread tg32 +15-20% on a Zen 5 (bench/README.md).
-// The prefetch takes one of two orders, as avx512_vnni's decode does and for the same reason (the
+// The prefetch takes one of two orders, as avx512_vnni's decode once did and for the same reason (the
 // faster one depends on how busy the machine's memory is; avx512_kernels.cc, PrefetchOrder): block b
 // of the next group's two tiles (kSweep false), or the next group's region in address order (true).
 // Measured with --backend avx2 on the Zen 5, paired in one process: the sweep 7% faster at two
 // threads while the machine was busy, 7% slower while it was not; FasterPath picks as it runs.
 constexpr int kQ4DecodeStreams = 2;
-FasterPath q4_decode_order;  // which prefetch order is faster lately
-// The first order walks tile streams (tile_streams.h) where it read adjacent groups: on the Intel
-// Xeon CI host (--backend avx2, tg32 at two threads, ABBA with the binary before) 30.86-31.54 t/s
-// against 28.85-29.63 (bench/README.md, thirty-sixth session).
+// Which path is faster lately: 0, the first order over tile streams (tile_streams.h); 1, the first
+// order over adjacent groups; 2, the sweep. The streams took tg32 at two threads on the Intel Xeon
+// CI host to 30.86-31.54 t/s from 28.85-29.63 over adjacent groups (ABBA with the binary before),
+// but on the Zen 5 they read Q4_0 7-9% slower than adjacent groups (bench/README.md, thirty-sixth
+// and thirty-seventh sessions), so both run and the faster is kept.
+FasterPath q4_decode_order = FasterPath::Among(3);
 
 // A group's second tile lies gap_tiles after its first (1: adjacent, 8 rows; more on tile streams),
 // and the prefetch reads ahead_tiles on (2G: the group G on; 1 on a tile stream: its next tile).
@@ -833,7 +835,7 @@ void MatmulQ4_0x4(const MatrixView& w, const Activations& x, float* y, int64_t y
             rows[g] = r0 + 8 * (G * i + g);
             acc[g] = _mm256_setzero_ps();
           }
-          if (choice.path == 0) {
+          if (choice.path != 2) {
             Q4DecodeGroups<G, false>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);
           } else {
             Q4DecodeGroups<G, true>(data, blocks, rows, x.q8_0 + c0 * blocks, offsets, scales, acc);

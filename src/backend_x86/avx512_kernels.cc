@@ -253,30 +253,27 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
 }
 
 // Decode: one token against G adjacent 16-row groups at once, each stream prefetching what it will
-// read a little later, in one of three orders (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of
+// read a little later (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of
 // the bandwidth probe with one group, 75-78% with two groups taken from the two halves of the range
 // (prefetching 32 KB ahead in each tile stream), 83-86% with two adjacent groups; three read
 // 11-21% slower, four spill registers. The rearrangement is the prefill's, done as the block
 // streams in.
 //
-// Which order reads faster depends on what else the machine's memory is doing: on the shared Zen 5
-// the sweep read Q4_0 tg 16-19% faster than the next-group order while the machine was busy and
-// 10-12% slower while it was quiet, and on another day the near tile order beat both by 10-18%
-// (bench/README.md has the figures). So the kernel measures all three as it runs and takes the
-// fastest (FasterPath, below).
+// Which walk and order read fastest depends on the machine and on what else its memory is doing,
+// so the kernel measures three paths as it runs and takes the fastest (FasterPath, below):
+// path 0, the tile order over tile streams (DecodeStreams); path 1, the tile order over adjacent
+// groups; path 2, the next-group order. On the Intel Xeon CI host the tile streams read ~10%
+// faster than adjacent groups; on the Zen 5 adjacent groups read Q4_0 2-4% faster at two threads
+// and the streams Q8_0 ~5% (bench/README.md, thirty-seventh session). A fourth path, the group
+// after these swept in address order, won on the busy Zen 5 against the next-group order before
+// the tile order had its lead and stepped pointer; it was the slowest on both hosts since (two-
+// thread Q4_0 tg32 on the Zen 5 15% below the tile order) and was dropped.
 enum class PrefetchOrder {
   // The loads' own order, kLeadBytes ahead: block b + lead of the tiles being read, and past a
   // tile's last block the first blocks of the tile that its stream reads next (DecodeStreams).
-  // Path 0.
   kTiles,
-  // The group G on, swept in address order: G sequential streams per thread. In every layout a
-  // 16-row group's rows are one contiguous region (blocks * 16 * kRowBlockBytes bytes) and groups
-  // follow each other; each block step prefetches 16 * kRowBlockBytes of it, so the sweep ends as
-  // the current group does. Past the range's end it touches the next rows or nothing: a prefetch
-  // never faults. Path 1.
-  kSweep,
   // Block b of the tiles of the group G on: the tile order a whole group ahead (18-55 KB per
-  // stream for these models, past L1 for the long rows of the FFN's down projection). Path 2.
+  // stream for these models, past L1 for the long rows of the FFN's down projection).
   kNextGroup,
 };
 
@@ -292,10 +289,8 @@ constexpr int64_t kTileOrderLead = kLeadBytes / (G * kRows * Weights::kRowBlockB
                                        ? kLeadBytes / (G * kRows * Weights::kRowBlockBytes)
                                        : 1;
 
-// Streams per order: the sweep keeps memory busy with one Q8_0 group (544 bytes a block, against
-// Q4_0's 288), 2-5% faster than two in that order.
-template <typename Weights, PrefetchOrder kOrder>
-constexpr int kDecodeStreams = (kOrder == PrefetchOrder::kSweep && Weights::kRowBlockBytes > 18) ? 1 : 2;
+// 16-row groups a decode step reads.
+constexpr int kDecodeGroups = 2;
 
 // Which tiles a decode step reads (DecodeStreams): its G * kTiles tiles are `spread` tiles apart
 // from the tile of r0 on (1: G adjacent 16-row groups), and each tile's stream reads, after it, the
@@ -321,7 +316,6 @@ template <typename Weights, PrefetchOrder kOrder, int G, bool kWhole = true>
 void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a, const int32_t* sums,
                   const float* a_scale, float* y, TileWalk walk = AdjacentGroups<Weights, G>()) {
   constexpr int kTiles = kRows / Weights::kTileRows;  // tiles per group
-  constexpr int64_t kSweepStep = kRows * Weights::kRowBlockBytes;
   const int n_tiles = (n_rows + Weights::kTileRows - 1) / Weights::kTileRows;
   const int64_t tile_bytes = blocks * Weights::kUnitBytes;
   const int64_t stride = walk.spread * tile_bytes;                // from one of the step's tiles to the next
@@ -333,7 +327,6 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
     turn = blocks - kLead % blocks;  // the first block whose lead lies in the next tile
   }
   const uint8_t* unit = Weights::Group(data, blocks, r0, 0, 0);  // tile 0 of group 0 at block b
-  const uint8_t* next = unit + G * kTiles * stride;              // the sweep's region: the groups after these
   __m512 acc[G];
   for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
   const auto step = [&](int64_t b, int64_t ahead) {
@@ -349,12 +342,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
       const BlockQ8_0* ab = a + b;
       __asm__("" : "+r"(ab));
       const uint8_t* group = unit + g * kTiles * stride;
-      if constexpr (kOrder == PrefetchOrder::kSweep) {
-        const uint8_t* region = next + g * kTiles * stride;
-        for (int64_t at = (b * kSweepStep) & ~int64_t{63}; at < (b + 1) * kSweepStep; at += 64) PrefetchLine(region + at);
-      } else {
-        Weights::PrefetchAt(group + ahead, stride, kTiles);
-      }
+      Weights::PrefetchAt(group + ahead, stride, kTiles);
       WeightBlock w;
       Weights::LoadAt(group, stride, kWhole ? kTiles : n_tiles, &w);
       // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
@@ -368,7 +356,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
     }
     unit += Weights::kUnitBytes;
   };
-  constexpr bool kMarked = kOrder == PrefetchOrder::kTiles && G == kDecodeStreams<Weights, kOrder> && kWhole;
+  constexpr bool kMarked = kOrder == PrefetchOrder::kTiles && G == kDecodeGroups && kWhole;
   int64_t b = 0;
   for (; b < turn; ++b) {
     if constexpr (kMarked) KESTREL_MCA_MARK("BEGIN", Weights::kMcaId, 1);
@@ -404,7 +392,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
 template <typename Weights>
 int64_t DecodeStreams(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                       int64_t row_end) {
-  constexpr int G = kDecodeStreams<Weights, PrefetchOrder::kTiles>;
+  constexpr int G = kDecodeGroups;
   constexpr int64_t kStreams = G * kRows / Weights::kTileRows;
   const int64_t walked = WalkTileStreams(
       (row_end - row_begin) / Weights::kTileRows, kStreams, kTileStreamLength, [&](int64_t i, int64_t n, int64_t hop) {
@@ -414,13 +402,11 @@ int64_t DecodeStreams(const uint8_t* data, int64_t blocks, const Activations& x,
   return row_begin + walked * Weights::kTileRows;
 }
 
-template <typename Weights, PrefetchOrder kOrder>
+template <typename Weights, PrefetchOrder kOrder, bool kTileStreams>
 void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
                 int64_t row_end) {
-  constexpr int G = kDecodeStreams<Weights, kOrder>;
-  if constexpr (kOrder == PrefetchOrder::kTiles) {
-    row_begin = DecodeStreams<Weights>(data, blocks, x, y, row_begin, row_end);
-  }
+  constexpr int G = kDecodeGroups;
+  if constexpr (kTileStreams) row_begin = DecodeStreams<Weights>(data, blocks, x, y, row_begin, row_end);
   const int64_t steps = (row_end - row_begin) / kRows / G;  // steps of G whole 16-row groups
   for (int64_t i = 0; i < steps; ++i) {
     DecodeGroups<Weights, kOrder, G>(data, blocks, row_begin + kRows * G * i, kRows, x.q8_0, x.q8_0_sums,
@@ -462,7 +448,7 @@ void PrefillQuantized(const uint8_t* data, int64_t blocks, const Activations& x,
   }
 }
 
-// Which prefetch order has lately been fastest per byte, for this weight type in this process (one
+// Which decode path has lately been fastest per byte, for this weight type in this process (one
 // each: Q4_0 and Q8_0 streams differ).
 template <typename Weights>
 FasterPath decode_order = FasterPath::Among(3);
@@ -473,11 +459,11 @@ void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x,
   FasterPath& order = decode_order<Weights>;
   const FasterPath::Choice choice = order.Pick(NowNanoseconds());
   if (choice.path == 0) {
-    DecodeRows<Weights, PrefetchOrder::kTiles>(data, blocks, x, y, row_begin, row_end);
+    DecodeRows<Weights, PrefetchOrder::kTiles, true>(data, blocks, x, y, row_begin, row_end);
   } else if (choice.path == 1) {
-    DecodeRows<Weights, PrefetchOrder::kSweep>(data, blocks, x, y, row_begin, row_end);
+    DecodeRows<Weights, PrefetchOrder::kTiles, false>(data, blocks, x, y, row_begin, row_end);
   } else {
-    DecodeRows<Weights, PrefetchOrder::kNextGroup>(data, blocks, x, y, row_begin, row_end);
+    DecodeRows<Weights, PrefetchOrder::kNextGroup, false>(data, blocks, x, y, row_begin, row_end);
   }
   if (choice.timed) {
     order.Report(choice, NowNanoseconds(),
