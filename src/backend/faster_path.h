@@ -2,7 +2,8 @@
 // and differ only in speed, where which one is faster depends on conditions the code cannot see.
 // Why: the decode kernels' prefetch orders swap places with the memory traffic of whatever else
 // runs on the machine (on the shared Zen 5 CI host, paired in one process, 10-12% one way while it
-// was quiet and 16-21% the other while it was busy; bench/README.md), so a fixed choice loses a case.
+// was quiet and 16-21% the other while it was busy), and their walks over the tiles with the CPU,
+// the weight type and the thread count (bench/README.md), so a fixed choice loses a case.
 //
 // Time is cut into periods. The last `trial` of each period is timed and takes the paths in turn,
 // `slice` at a time, so all see the same moment of the machine and nearly the same mix of work (at
