@@ -17,6 +17,7 @@
 #include "backend/q8_0_summary.h"
 #include "backend/registry.h"
 #include "backend/rope_angles.h"
+#include "decoder/row_scheduler.h"
 #include "decoder/thread_pool.h"
 #include "format/dtype.h"
 #include "format/layout.h"
@@ -125,16 +126,31 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
 
 // Two forced decode paths over the same 2048 x 151936 matrix in turn, kPairs pairs, the order swapped
 // every pair: the median and quartiles of the time ratios path_b / path_a. On the shared host the
-// GB/s of separate cases moved by 10-20% between minutes; paired calls share the moment.
-void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b) {
+// GB/s of separate cases moved by 10-20% between minutes; paired calls share the moment. With more
+// than one thread the rows are handed out as the session hands out a product's (RowScheduler, 8
+// chunks a thread, 16-row aligned): which walk is faster differs between one and two threads on
+// the Zen 5 (bench/README.md, thirty-seventh session).
+void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b,
+                    int threads) {
   constexpr int kPairs = 40;
-  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, 2048, 151936, 1, true);
+  constexpr int64_t kOutRows = 151936;
+  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, 2048, kOutRows, 1, true);
   const Activations x = f.Input(*b->kernels, dtype, 1, 2048);
-  std::vector<float> y(151936);
+  std::vector<float> y(kOutRows);
+  ThreadPool pool(threads);
+  RowScheduler rows(threads);
   const auto timed = [&](int path) {
     FasterPath::ForceForTesting(path);
     const auto start = std::chrono::steady_clock::now();
-    b->kernels->matmul(f.view, x, y.data(), 151936, 0, 151936);
+    if (threads == 1) {
+      b->kernels->matmul(f.view, x, y.data(), kOutRows, 0, kOutRows);
+    } else {
+      rows.Plan(kOutRows, threads, 8, 16);
+      pool.Run([&](int part, int) {
+        RowScheduler::Chunk c{};
+        while (rows.Next(part, &c)) b->kernels->matmul(f.view, x, y.data(), kOutRows, c.begin, c.end);
+      });
+    }
     benchmark::DoNotOptimize(y.data());
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
@@ -513,13 +529,18 @@ void RegisterAll() {
         benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x6144x64/from_memory").c_str(),
                                      BenchGemmFromMemory, b, c.dtype, c.layout)
             ->Unit(benchmark::kMillisecond);
-        // The prefetch orders paired against path 0 (path 0 against itself: the method's null).
-        for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
-          benchmark::RegisterBenchmark(
-              (prefix + "gemv_" + name + "/2048x151936/pairs/path" + std::to_string(path) + "_vs_path0").c_str(),
-              BenchPathPairs, b, c.dtype, c.layout, 0, path)
-              ->Iterations(1)
-              ->Unit(benchmark::kMillisecond);
+        // The decode paths paired against path 0 (path 0 against itself: the method's null), on one
+        // thread and on two.
+        for (int threads = 1; threads <= 2; ++threads) {
+          for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
+            benchmark::RegisterBenchmark(
+                (prefix + "gemv_" + name + "/2048x151936/" + (threads == 1 ? "pairs" : "pairs2t") + "/path" +
+                 std::to_string(path) + "_vs_path0")
+                    .c_str(),
+                BenchPathPairs, b, c.dtype, c.layout, 0, path, threads)
+                ->Iterations(1)
+                ->Unit(benchmark::kMillisecond);
+          }
         }
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
         if (std::string(b->name) == "avx512_vnni" && c.dtype == DType::kQ4_0 && c.layout == Layout::kQ4_0x4) {
