@@ -46,7 +46,7 @@ TEST_CASE("ReadAhead: each thread's span is the front of the share RowScheduler 
     for (const MatrixView& v : views) {
       matrices.push_back(&v);
       rows.push_back(v.rows);
-      align.push_back(16);  // Session::Linear's: lcm(16, tile rows) for these layouts
+      align.push_back(ChunkRowAlign(v.layout));  // as Session::Linear plans a product
     }
     const int count = static_cast<int>(views.size());
     for (int parts : {2, 3, 4}) {
@@ -74,6 +74,35 @@ TEST_CASE("ReadAhead: each thread's span is the front of the share RowScheduler 
       }
     }
   }
+}
+
+TEST_CASE("Share starts: 16-row groups of whole tiles, split points moved down within their matrix", "[read_ahead]") {
+  // Every layout's tiles (1, 4 or 8 rows) divide the kernels' 16-row group.
+  CHECK(ChunkRowAlign(Layout::kPlain) == 16);
+  CHECK(ChunkRowAlign(Layout::kQ4_0x4) == 16);
+  CHECK(ChunkRowAlign(Layout::kQ8_0x8) == 16);
+  const int64_t rows[] = {100, 40, 60};  // 200 rows in all
+  const auto row_count = [&](int i) { return rows[i]; };
+  const auto align = [](int i) { return int64_t{i == 1 ? 1 : 16}; };
+  struct Expect {
+    int part, parts, matrix;
+    int64_t offset, row;
+  };
+  for (const Expect& e : {Expect{0, 2, 0, 0, 0}, Expect{1, 2, 1, 100, 0},    // 100 is matrix 1's first row
+                          Expect{1, 3, 0, 0, 64},                            // 66 -> 64
+                          Expect{2, 3, 1, 100, 33},                          // 133: row 33 of align 1
+                          Expect{1, 4, 0, 0, 48}, Expect{3, 4, 2, 140, 0},   // 150 -> row 10 -> 0
+                          Expect{2, 5, 0, 0, 80}, Expect{3, 5, 1, 100, 20},  // 120: row 20 of align 1
+                          Expect{2, 2, 3, 200, 0}}) {                        // past the last share
+    INFO("part " << e.part << " of " << e.parts);
+    const SharePoint s = FindShareStart(3, e.part, e.parts, row_count, align);
+    CHECK(s.matrix == e.matrix);
+    CHECK(s.offset == e.offset);
+    CHECK(s.row == e.row);
+  }
+  const SharePoint none = FindShareStart(0, 0, 2, row_count, align);
+  CHECK(none.matrix == 0);
+  CHECK(none.offset == 0);
 }
 
 TEST_CASE("ReadAhead: nothing to read for no bytes, no matrices or a thread outside the pool", "[read_ahead]") {

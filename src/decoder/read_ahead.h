@@ -18,8 +18,8 @@ struct alignas(64) ReadAhead {  // one a thread, on a line of its own
   const uint8_t* end = nullptr;
 
   // The first `bytes` of the share that thread `part` of `parts` will own in a product over
-  // `matrices` (their rows split together, as RowScheduler plans them), from the 16-row group
-  // (the kernels' row group, a whole number of layout tiles) where it starts; within that matrix.
+  // `matrices` (their rows split together, where RowScheduler::Plan starts it: FindShareStart with
+  // ChunkRowAlign); within that matrix.
   static ReadAhead ShareStart(const MatrixView* const* matrices, int count, int part, int parts, int64_t bytes);
 
   // Prefetches the next 4 KB into L2; returns whether more is left. Steps are short so that an

@@ -1,6 +1,9 @@
 #include "decoder/row_scheduler.h"
 
 #include <algorithm>
+#include <numeric>
+
+#include "format/layout.h"
 
 namespace kestrel {
 namespace {
@@ -8,6 +11,8 @@ uint64_t Pack(uint32_t front, uint32_t back) { return (uint64_t{back} << 32) | f
 uint32_t Front(uint64_t span) { return static_cast<uint32_t>(span); }
 uint32_t Back(uint64_t span) { return static_cast<uint32_t>(span >> 32); }
 }  // namespace
+
+int64_t ChunkRowAlign(Layout layout) { return std::lcm(int64_t{16}, int64_t{LayoutTileRows(layout)}); }
 
 RowScheduler::RowScheduler(int max_parts)
     : max_parts_(std::max(max_parts, 1)), shares_(new Share[static_cast<size_t>(std::max(max_parts, 1))]) {
@@ -17,19 +22,11 @@ RowScheduler::RowScheduler(int max_parts)
 void RowScheduler::Plan(const int64_t* rows, const int64_t* align, int count, int parts, int per_part) {
   parts_ = std::clamp(parts, 1, max_parts_);
   per_part = std::max(per_part, 1);
-  int64_t total = 0;
-  for (int i = 0; i < count; ++i) total += rows[i];
-  // Where share p starts: its even split of all rows, moved down to a boundary of the matrix it
-  // falls in.
+  // Where share p starts among all rows.
   const auto share_start = [&](int p) {
-    if (p >= parts_) return total;
-    const int64_t x = total * p / parts_;
-    int64_t offset = 0;
-    for (int i = 0; i < count; ++i) {
-      if (x < offset + rows[i]) return offset + (x - offset) / align[i] * align[i];
-      offset += rows[i];
-    }
-    return total;
+    const SharePoint s = FindShareStart(
+        count, p, parts_, [&](int i) { return rows[i]; }, [&](int i) { return align[i]; });
+    return s.offset + s.row;
   };
   chunks_.clear();
   int matrix = 0;

@@ -17,7 +17,38 @@
 #include <memory>
 #include <vector>
 
+#include "format/layout_types.h"
+
 namespace kestrel {
+
+// The rows a product's chunks start on in a matrix of this layout: whole layout tiles and the
+// kernels' 16-row group.
+int64_t ChunkRowAlign(Layout layout);
+
+// Where share `part` of `parts` begins when the rows of `count` matrices (rows(i) each, in order)
+// are split together: the even split point of all their rows, moved down to a multiple of align(i)
+// in the matrix i it falls in. RowScheduler::Plan cuts its shares there and decode's read-ahead
+// (read_ahead.h) reads from there, so the two agree by construction. A template so that each
+// caller passes its own accessors (arrays, or the matrices themselves).
+struct SharePoint {
+  int matrix;      // count when past the last row (part >= parts, or no rows)
+  int64_t offset;  // the rows of the matrices before it
+  int64_t row;     // in that matrix
+};
+template <typename Rows, typename Align>
+SharePoint FindShareStart(int count, int part, int parts, const Rows& rows, const Align& align) {
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) total += rows(i);
+  if (part < parts) {
+    const int64_t x = total * part / parts;
+    int64_t offset = 0;
+    for (int i = 0; i < count; ++i) {
+      if (x < offset + rows(i)) return {i, offset, (x - offset) / align(i) * align(i)};
+      offset += rows(i);
+    }
+  }
+  return {count, total, 0};
+}
 
 class RowScheduler {
  public:

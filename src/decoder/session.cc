@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -333,8 +332,7 @@ void Session::Linear(const LinearOutput* outputs, int count, int32_t n, TimingRo
   for (int i = 0; i < count; ++i) {
     work += outputs[i].w->rows * outputs[i].w->columns * int64_t{n};
     rows[i] = outputs[i].w->rows;
-    // Chunk boundaries fall on whole layout tiles and on 16 rows, the kernels' row group.
-    align[i] = std::lcm(int64_t{16}, LayoutTileRows(outputs[i].w->layout));
+    align[i] = ChunkRowAlign(outputs[i].w->layout);
   }
   // Shares for the threads that will run (a product too small for the pool gets one share, walked
   // in order), all matrices' rows split together, about kChunksPerThread chunks a thread.
