@@ -128,7 +128,7 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
 // every pair: the median and quartiles of the time ratios path_b / path_a. On the shared host the
 // GB/s of separate cases moved by 10-20% between minutes; paired calls share the moment. With more
 // than one thread the rows are handed out as the session hands out a product's (RowScheduler, 8
-// chunks a thread, 16-row aligned): which walk is faster differs between one and two threads on
+// chunks a thread on ChunkRowAlign's boundaries): which walk is faster differs between one and two threads on
 // the Zen 5 (bench/README.md, thirty-seventh session).
 void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b,
                     int threads) {
@@ -145,7 +145,7 @@ void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layo
     if (threads == 1) {
       b->kernels->matmul(f.view, x, y.data(), kOutRows, 0, kOutRows);
     } else {
-      rows.Plan(kOutRows, threads, 8, 16);
+      rows.Plan(kOutRows, threads, 8, ChunkRowAlign(layout));
       pool.Run([&](int part, int) {
         RowScheduler::Chunk c{};
         while (rows.Next(part, &c)) b->kernels->matmul(f.view, x, y.data(), kOutRows, c.begin, c.end);

@@ -706,8 +706,9 @@ constexpr int kQ4DecodeStreams = 2;
 // Which path is faster lately: 0, the first order over tile streams (tile_streams.h); 1, the first
 // order over adjacent groups; 2, the sweep. The streams took tg32 at two threads on the Intel Xeon
 // CI host to 30.86-31.54 t/s from 28.85-29.63 over adjacent groups (ABBA with the binary before),
-// but on the Zen 5 they read Q4_0 7-9% slower than adjacent groups (bench/README.md, thirty-sixth
-// and thirty-seventh sessions), so both run and the faster is kept.
+// but on the Zen 5 two-thread Q4_0 read 5-10% slower than over adjacent groups in five rounds of
+// six (equal in the sixth) while one thread read 4-8% faster (bench/README.md, thirty-sixth and
+// thirty-seventh sessions), so both run and the faster is kept.
 FasterPath q4_decode_order = FasterPath::Among(3);
 
 // A group's second tile lies gap_tiles after its first (1: adjacent, 8 rows; more on tile streams),

@@ -262,9 +262,10 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
 // Which walk and order read fastest depends on the machine and on what else its memory is doing,
 // so the kernel measures three paths as it runs and takes the fastest (FasterPath, below):
 // path 0, the tile order over tile streams (DecodeStreams); path 1, the tile order over adjacent
-// groups; path 2, the next-group order. On the Intel Xeon CI host the tile streams read ~10%
-// faster than adjacent groups; on the Zen 5 adjacent groups read Q4_0 2-4% faster at two threads
-// and the streams Q8_0 ~5% (bench/README.md, thirty-seventh session). A fourth path, the group
+// groups; path 2, the next-group order. On the Intel Xeon CI host the tile streams took Q4_0 0.89x
+// adjacent groups' time at one thread (paired) and two-thread decode 5-8% faster; on the Zen 5
+// adjacent groups read two-thread Q4_0 2-5% faster in five rounds of six (paired 0.974-0.977x the
+// time) and the streams Q8_0 3-7% (bench/README.md, thirty-sixth and thirty-seventh sessions). A fourth path, the group
 // after these swept in address order, won on the busy Zen 5 against the next-group order before
 // the tile order had its lead and stepped pointer; it was the slowest on both hosts since (two-
 // thread Q4_0 tg32 on the Zen 5 15% below the tile order) and was dropped.
