@@ -47,17 +47,23 @@ struct ChunkInputs {
 
 int64_t PackedStripChunkOps() { return 2 * 2 * kRows * kTokens * kChunk * 32; }
 
-void RunPackedStripChunk() {
-  static_assert(kTokens % kWideTokens == 4, "the last token tile is the 32 x 4 one");
+void RunPackedStripChunk(bool even_tiles) {
+  static_assert(kTokens % kWideTokens == 4, "the last of the 6-token tiles is a 32 x 4 one");
   static ChunkInputs in;
   // A 2048-column strip is two chunks: the first starts its sums at zero, the second from y.
   static bool first = false;
   first = !first;
-  for (int64_t t0 = 0; t0 < kTokens; t0 += kWideTokens) {
-    const int64_t tokens = kTokens - t0 < kWideTokens ? kTokens - t0 : kWideTokens;
-    const auto tile = tokens == kWideTokens ? StripTile<PackedBlocks, 2, kWideTokens> : StripTile<PackedBlocks, 2, 4>;
-    tile(in.strip, kChunk, in.a + t0 * kBlocksPerRow, in.neg_offset + t0 * kChunk, in.a_scale + t0 * kBlocksPerRow,
-         kBlocksPerRow, first, in.y + t0 * 2 * kRows, 2 * kRows, kRows);
+  constexpr StripTileFn kTiles[3] = {StripTile<PackedBlocks, 2, 4>, StripTile<PackedBlocks, 2, 5>,
+                                     StripTile<PackedBlocks, 2, 6>};
+  // As PrefillRows deals them: 64 tokens as nine tiles of 6 and two of 5, or (even_tiles false)
+  // ten of 6 and one of 4.
+  const int64_t n_tiles = (kTokens + kWideTokens - 1) / kWideTokens;
+  for (int64_t i = 0, t0 = 0; i < n_tiles; ++i) {
+    const int64_t tokens = even_tiles ? kTokens / n_tiles + (i < kTokens % n_tiles ? 1 : 0)
+                                      : (kTokens - t0 < kWideTokens ? kTokens - t0 : kWideTokens);
+    kTiles[tokens - 4](in.strip, kChunk, in.a + t0 * kBlocksPerRow, in.neg_offset + t0 * kChunk,
+                       in.a_scale + t0 * kBlocksPerRow, kBlocksPerRow, first, in.y + t0 * 2 * kRows, 2 * kRows, kRows);
+    t0 += tokens;
   }
 }
 

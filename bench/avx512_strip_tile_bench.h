@@ -11,8 +11,9 @@ namespace kestrel::avx512_strip_tile_bench {
 // Multiply-adds (x2: operations) of one RunPackedStripChunk call.
 int64_t PackedStripChunkOps();
 // One 32-row strip chunk of 32 packed Q4_0 blocks against a 64-token prompt, as the prefill runs
-// it after packing: ten 32 x 6 token tiles and one 32 x 4, with made-up weights and activations.
-void RunPackedStripChunk();
+// it after packing (even_tiles: nine 32 x 6 token tiles and two 32 x 5), or as it did before the
+// thirty-eighth session (ten 32 x 6 and one 32 x 4), with made-up weights and activations.
+void RunPackedStripChunk(bool even_tiles);
 
 // The Q4_0 decode's address pattern as the tile order walks it (path 0: two adjacent 16-row groups,
 // eight q4_0x4 tile streams, each group prefetched kLeadBytes ahead over the step), with a light

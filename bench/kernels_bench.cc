@@ -272,10 +272,10 @@ void BenchFillQ4_0Offsets(benchmark::State& state, int64_t tokens, int64_t block
 // tile's instruction mix. Beside gemm_q4_0_q4_0x4 (the whole product: packing, prefetching, weights
 // from L3 or memory) it shows what the product loses around the tile (bench/README.md,
 // twenty-first session).
-void BenchPackedStripChunk(benchmark::State& state) {
-  avx512_strip_tile_bench::RunPackedStripChunk();  // warm the buffers
+void BenchPackedStripChunk(benchmark::State& state, bool even_tiles) {
+  avx512_strip_tile_bench::RunPackedStripChunk(even_tiles);  // warm the buffers
   for (auto _ : state) {
-    avx512_strip_tile_bench::RunPackedStripChunk();
+    avx512_strip_tile_bench::RunPackedStripChunk(even_tiles);
     benchmark::ClobberMemory();
   }
   state.counters["GOPS"] =
@@ -544,9 +544,12 @@ void RegisterAll() {
         }
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
         if (std::string(b->name) == "avx512_vnni" && c.dtype == DType::kQ4_0 && c.layout == Layout::kQ4_0x4) {
-          benchmark::RegisterBenchmark((prefix + "strip_tile_q4_0_packed/32x64x32/cached").c_str(),
-                                       BenchPackedStripChunk)
-              ->Unit(benchmark::kMicrosecond);
+          for (bool even_tiles : {true, false}) {
+            benchmark::RegisterBenchmark(
+                (prefix + "strip_tile_q4_0_packed/32x64x32/cached" + (even_tiles ? "" : "/tiles_6x10_4x1")).c_str(),
+                BenchPackedStripChunk, even_tiles)
+                ->Unit(benchmark::kMicrosecond);
+          }
         }
 #endif
         // Each of the prefill paths a kernel chooses between by speed (avx512_vnni Q4_0: packed and
