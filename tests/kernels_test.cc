@@ -323,40 +323,51 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
 // Decode over ranges of many tiles, in each path a kernel may choose between: the x86 decode loops
 // read a range as regions of tile streams (backend/tile_streams.h: several tiles a stream, a
 // shorter region after the whole ones, the rest in adjacent groups), and each step's rows are
-// scattered over the region. Ranges split on tiles as the pool splits them, so regions start
-// anywhere.
+// scattered over the region. The weights sit on a cache line, as a mapped file's and the
+// huge-page copy's tensors do (64-byte aligned), and 8 bytes past one, with block counts that are
+// multiples of 8 (where q4_0x4 units end on a line every 8 blocks: 256 and 768 columns) and not (64,
+// 480). Ranges split on tiles as the pool splits them, so regions start anywhere.
 TEST_CASE("every backend's decode is exact over ranges of many tiles in each path", "[kernels][conformance]") {
   const Backend& ref = Generic();
   for (const Backend* b : RunnableBackends()) {
     for (const MatmulCase& c : kMatmulCases) {
       if (!IsBlockQuantized(c.dtype) || !b->accepts(c.dtype, c.layout)) continue;
       const int64_t tile = LayoutTileRows(c.layout);
-      for (int64_t columns : {int64_t{64}, int64_t{32 * 15}}) {
+      for (int64_t columns : {int64_t{64}, int64_t{32 * 15}, int64_t{256}, int64_t{768}}) {
         // 101 tiles: whole regions of 5-tile streams (40 tiles for Q4_0's 8 streams, 20 for Q8_0's 4)
         // and shorter ones; 128 tiles split in two: 64 each, a whole region and one of 3 tiles a stream.
         for (int64_t rows : {tile * 101, tile * 128}) {
           TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 7 + rows));
+          std::vector<uint8_t> storage(m.bytes.size() + 128);
+          const auto line = (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63};
           const auto xf = RandomVector(static_cast<size_t>(columns), 29);
           std::vector<BlockQ8_0> xq(static_cast<size_t>(columns / 32));
           ref.kernels->quantize_q8_0(xf.data(), xq.data(), columns);
           const Input input(xf, xq, 1, columns);
           std::vector<float> expected, got;
           RunMatmul(ref, m.view, input.x, &expected, 1);
-          for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
-            FasterPath::ForceForTesting(path);
-            for (int splits : {1, 2, 3, 7}) {
-              RunMatmul(*b, m.view, input.x, &got, splits);
-              int64_t first_wrong = -1;  // NaN (a row left unwritten) counts as wrong
-              for (size_t i = 0; i < expected.size() && first_wrong < 0; ++i) {
-                if (!(got[i] == expected[i])) first_wrong = static_cast<int64_t>(i);
+          for (int past_line : {0, 8}) {
+            MatrixView view = m.view;
+            auto* at = reinterpret_cast<uint8_t*>(line) + past_line;
+            std::memcpy(at, m.bytes.data(), m.bytes.size());
+            view.data = at;
+            for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
+              FasterPath::ForceForTesting(path);
+              for (int splits : {1, 2, 3, 7}) {
+                RunMatmul(*b, view, input.x, &got, splits);
+                int64_t first_wrong = -1;  // NaN (a row left unwritten) counts as wrong
+                for (size_t i = 0; i < expected.size() && first_wrong < 0; ++i) {
+                  if (!(got[i] == expected[i])) first_wrong = static_cast<int64_t>(i);
+                }
+                INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x"
+                             << rows << " " << past_line << " bytes past a line, path " << path << " splits " << splits
+                             << " first wrong row " << first_wrong);
+                if (first_wrong >= 0) FasterPath::ForceForTesting(-1);
+                REQUIRE(first_wrong == -1);
               }
-              INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
-                           << " path " << path << " splits " << splits << " first wrong row " << first_wrong);
-              if (first_wrong >= 0) FasterPath::ForceForTesting(-1);
-              REQUIRE(first_wrong == -1);
             }
+            FasterPath::ForceForTesting(-1);
           }
-          FasterPath::ForceForTesting(-1);
         }
       }
     }
