@@ -2,6 +2,8 @@
 // backend does), so the kernels bench can time their prefill tile (StripTile, in the kernel file's
 // anonymous namespace) without the library exporting it. Built with the library's AVX-512 flags;
 // the kernels bench calls it only where the CPU runs the avx512_vnni backend.
+#include <utility>
+
 #include "backend_x86/avx512_kernels.h"
 
 namespace kestrel::avx512_strip_tile_bench {
@@ -67,36 +69,88 @@ void RunPackedStripChunk(bool even_tiles) {
   }
 }
 
-uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks) {
+namespace {
+
+// Block j of a run of 8 (8 x 72 = 9 x 64 bytes from a line) of one tile: its 64 quant bytes from
+// the run's lines j and j + 1 (line j kept in *line by the call before), or line 8 alone.
+template <int j>
+__m512i QuantsByLines(const uint8_t* run, __m512i* line) {
+  if constexpr (j == 0) *line = _mm512_load_si512(run);
+  if constexpr (j < 7) {
+    const __m512i next = _mm512_load_si512(run + 64 * (j + 1));
+    const __m512i quants = _mm512_alignr_epi64(next, *line, j + 1);
+    *line = next;
+    return quants;
+  } else {
+    return _mm512_load_si512(run + 512);
+  }
+}
+
+struct PatternSums {
+  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
+  // The light stand-in for the kernel's arithmetic on one unit's quants and scales.
+  void Add(__m512i v, int64_t scales) {
+    const __m512i nibbles = _mm512_set1_epi8(0x0f), a = _mm512_set1_epi32(0x01020304);
+    const __m512i lo = _mm512_and_si512(v, nibbles);
+    const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibbles);
+    acc[0] = _mm512_dpbusd_epi32(acc[0], lo, a);
+    acc[1] = _mm512_dpbusd_epi32(acc[1], hi, a);
+    acc[2] = _mm512_dpbusd_epi32(acc[2], lo, _mm512_set1_epi64(scales));
+    acc[3] = _mm512_dpbusd_epi32(acc[3], hi, a);
+  }
+  uint64_t Total() const {
+    const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
+    return static_cast<uint64_t>(_mm512_reduce_add_epi32(sum));
+  }
+};
+
+// Block b (b % 8 == j) of the step's 8 tiles, prefetching as DecodeGroups' tile order does.
+template <int j, bool kByLines>
+void PatternStep(const uint8_t* data, int64_t blocks, int64_t r0, int64_t b, int64_t lead, __m512i* lines,
+                 PatternSums* sums) {
   using Weights = TiledQ4_0x4;
   constexpr int G = kDecodeGroups;
-  constexpr int64_t lead = kTileOrderLead<Weights, G>;  // block steps, as DecodeGroups' tile order
-  const __m512i nibbles = _mm512_set1_epi8(0x0f), a = _mm512_set1_epi32(0x01020304);
-  __m512i acc[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512(), _mm512_setzero_si512()};
-  for (int64_t r0 = 0; r0 + G * kRows <= rows; r0 += G * kRows) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      // Block b + lead of the same groups, or past their last block that many blocks into the
-      // groups after them.
-      const int64_t ahead_rows = r0 + G * kRows * ((b + lead) / blocks), ahead_block = (b + lead) % blocks;
-      for (int g = 0; g < G; ++g) {
-        Weights::Prefetch(data, blocks, ahead_rows + g * kRows, kRows, ahead_block);
-        for (int t = 0; t < 4; ++t) {
-          const uint8_t* group = Weights::Group(data, blocks, r0 + g * kRows, t, b);
-          const __m512i v = _mm512_loadu_si512(group + 8);
-          int64_t scales;
-          std::memcpy(&scales, group, 8);
-          const __m512i lo = _mm512_and_si512(v, nibbles);
-          const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), nibbles);
-          acc[0] = _mm512_dpbusd_epi32(acc[0], lo, a);
-          acc[1] = _mm512_dpbusd_epi32(acc[1], hi, a);
-          acc[2] = _mm512_dpbusd_epi32(acc[2], lo, _mm512_set1_epi64(scales));
-          acc[3] = _mm512_dpbusd_epi32(acc[3], hi, a);
-        }
+  // Block b + lead of the same groups, or past their last block that many blocks into the groups
+  // after them.
+  const int64_t ahead_rows = r0 + G * kRows * ((b + lead) / blocks), ahead_block = (b + lead) % blocks;
+  for (int g = 0; g < G; ++g) {
+    Weights::Prefetch(data, blocks, ahead_rows + g * kRows, kRows, ahead_block);
+    for (int t = 0; t < 4; ++t) {
+      const uint8_t* group = Weights::Group(data, blocks, r0 + g * kRows, t, b);
+      int64_t scales;
+      std::memcpy(&scales, group, 8);
+      if constexpr (kByLines) {
+        sums->Add(QuantsByLines<j>(group - 72 * j, &lines[4 * g + t]), scales);
+      } else {
+        sums->Add(_mm512_loadu_si512(group + 8), scales);
       }
     }
   }
-  const __m512i sum = _mm512_add_epi32(_mm512_add_epi32(acc[0], acc[1]), _mm512_add_epi32(acc[2], acc[3]));
-  return static_cast<uint64_t>(_mm512_reduce_add_epi32(sum));
+}
+
+template <bool kByLines, int... j>
+void PatternRun(const uint8_t* data, int64_t blocks, int64_t r0, int64_t b, int64_t lead, __m512i* lines,
+                PatternSums* sums, std::integer_sequence<int, j...>) {
+  (PatternStep<j, kByLines>(data, blocks, r0, b + j, lead, lines, sums), ...);
+}
+
+}  // namespace
+
+uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks, bool by_lines) {
+  constexpr int G = kDecodeGroups;
+  constexpr int64_t lead = kTileOrderLead<TiledQ4_0x4, G>;  // block steps, as DecodeGroups' tile order
+  PatternSums sums;
+  __m512i lines[4 * G];
+  for (int64_t r0 = 0; r0 + G * kRows <= rows; r0 += G * kRows) {
+    for (int64_t b = 0; b + 8 <= blocks; b += 8) {
+      if (by_lines) {
+        PatternRun<true>(data, blocks, r0, b, lead, lines, &sums, std::make_integer_sequence<int, 8>());
+      } else {
+        PatternRun<false>(data, blocks, r0, b, lead, lines, &sums, std::make_integer_sequence<int, 8>());
+      }
+    }
+  }
+  return sums.Total();
 }
 
 }  // namespace kestrel::avx512_strip_tile_bench

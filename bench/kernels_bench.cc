@@ -286,17 +286,26 @@ void BenchPackedStripChunk(benchmark::State& state, bool even_tiles) {
 
 // The Q4_0 decode's address pattern alone over the same 2048 x 151936 q4_0x4 matrix as
 // gemv_q4_0_q4_0x4/2048x151936/path0 (the kernel with that pattern's prefetch order): what the
-// kernel could read from memory if its own arithmetic cost nothing (bench/README.md).
-void BenchDecodePattern(benchmark::State& state) {
+// kernel could read from memory if its own arithmetic cost nothing (bench/README.md). by_lines: the
+// same pattern and prefetches with aligned loads only; threads: 1, or 2 each reading half the rows.
+void BenchDecodePattern(benchmark::State& state, bool by_lines, int threads) {
   constexpr int64_t kColumns = 2048, kRowsTotal = 151936;
   const size_t bytes = DTypeRowBytes(DType::kQ4_0, kColumns) * kRowsTotal;
   HugePageBuffer weights = AllocateOrAbort(bytes, true);
   for (size_t i = 0; i < bytes; ++i) weights.data()[i] = static_cast<uint8_t>(i * 131 + 7);  // paged in, not zero
-  uint64_t sink = avx512_strip_tile_bench::ReadDecodePattern(weights.data(), kRowsTotal, kColumns / 32);
-  for (auto _ : state) {
-    sink += avx512_strip_tile_bench::ReadDecodePattern(weights.data(), kRowsTotal, kColumns / 32);
-    benchmark::DoNotOptimize(sink);
-  }
+  ThreadPool pool(threads);
+  std::atomic<uint64_t> sink{0};
+  const auto read = [&] {
+    pool.Run([&](int part, int) {
+      // Halves on 32-row steps (the pattern's), so each part starts on a line.
+      const int64_t begin = kRowsTotal / 32 * part / threads * 32, end = kRowsTotal / 32 * (part + 1) / threads * 32;
+      const uint8_t* at = weights.data() + begin / 4 * (kColumns / 32) * 72;
+      sink += avx512_strip_tile_bench::ReadDecodePattern(at, end - begin, kColumns / 32, by_lines);
+    });
+  };
+  read();
+  for (auto _ : state) read();
+  benchmark::DoNotOptimize(sink.load());
   state.counters["GB/s"] = benchmark::Counter(
       static_cast<double>(state.iterations()) * static_cast<double>(bytes) / 1e9, benchmark::Counter::kIsRate);
 }
@@ -582,9 +591,15 @@ void RegisterAll() {
         }
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
         if (std::string(b->name) == "avx512_vnni" && c.dtype == DType::kQ4_0 && c.layout == Layout::kQ4_0x4) {
-          benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/address_pattern").c_str(),
-                                       BenchDecodePattern)
-              ->Unit(benchmark::kMillisecond);
+          for (int threads = 1; threads <= 2; ++threads) {
+            for (bool by_lines : {false, true}) {
+              benchmark::RegisterBenchmark((prefix + "gemv_" + name + "/2048x151936/address_pattern" +
+                                            (threads == 2 ? "/2t" : "") + (by_lines ? "/by_lines" : ""))
+                                               .c_str(),
+                                           BenchDecodePattern, by_lines, threads)
+                  ->Unit(benchmark::kMillisecond);
+            }
+          }
         }
 #endif
         for (int path = -1; path < FasterPath::kMaxPaths; ++path) {
