@@ -19,13 +19,13 @@ void RunPackedStripChunk(bool even_tiles);
 // eight q4_0x4 tile streams, each group prefetched kLeadBytes ahead over the step), with a light
 // stand-in for its arithmetic (the nibbles split and four VPDPBUSD a tile, no transposes, scales or
 // float work) over rows [0, rows) of a q4_0x4 matrix of `blocks` blocks a row (rows a multiple of
-// 32). Its rate from memory is what the kernel's loads and prefetches reach with next to no work
+// 32, blocks of 8). Its rate from memory is what the kernel's loads and prefetches reach with next to no work
 // between them; the kernels bench shows it beside the kernel's (bench/README.md, twenty-third
 // session: the kernel reads as fast, so its arithmetic is not what holds it). Returns a value that
 // depends on every byte read. by_lines: each unit's 64 quant bytes from aligned loads of the lines
 // they lie in (8 blocks of a tile are 9 lines: one new line a block, joined to the one before by
-// VALIGNQ) instead of one load across two lines, as the kernel loads them; data 64-byte aligned and
-// blocks a multiple of 8 (bench/README.md, thirty-eighth session).
+// VALIGNQ) instead of one load across two lines, as the kernel loads them; data 64-byte aligned
+// (bench/README.md, thirty-eighth session).
 uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks, bool by_lines);
 
 }  // namespace kestrel::avx512_strip_tile_bench
