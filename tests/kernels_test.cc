@@ -2,8 +2,8 @@
 // reference (exact for integer block products, a stated tolerance for float math), and the
 // generic reference itself against an independent double-precision computation. Backends whose
 // ISA this CPU lacks are reported as skipped, never as passed.
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -17,6 +17,7 @@
 #include "backend/rope_angles.h"
 #include "format/dtype.h"
 #include "format/layout.h"
+#include "platform/huge_page_buffer.h"
 #include "platform/uniform_float.h"
 
 namespace kestrel {
@@ -325,8 +326,8 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
 // shorter region after the whole ones, the rest in adjacent groups), and each step's rows are
 // scattered over the region. The weights sit on a cache line, as a mapped file's and the
 // huge-page copy's tensors do (64-byte aligned), and 8 bytes past one, with block counts that are
-// multiples of 8 (where q4_0x4 units end on a line every 8 blocks: 256 and 768 columns) and not (64,
-// 480). Ranges split on tiles as the pool splits them, so regions start anywhere.
+// multiples of 8 (q4_0x4 units then meet a line boundary every 8 blocks: 256 and 768 columns) and
+// not (64, 480). Ranges split on tiles as the pool splits them, so regions start anywhere.
 TEST_CASE("every backend's decode is exact over ranges of many tiles in each path", "[kernels][conformance]") {
   const Backend& ref = Generic();
   for (const Backend* b : RunnableBackends()) {
@@ -338,8 +339,9 @@ TEST_CASE("every backend's decode is exact over ranges of many tiles in each pat
         // and shorter ones; 128 tiles split in two: 64 each, a whole region and one of 3 tiles a stream.
         for (int64_t rows : {tile * 101, tile * 128}) {
           TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 7 + rows));
-          std::vector<uint8_t> storage(m.bytes.size() + 128);
-          const auto line = (reinterpret_cast<uintptr_t>(storage.data()) + 63) & ~uintptr_t{63};
+          // On a 2 MiB boundary, as a huge-page copy of the weights is (a mapped file's on a page).
+          auto storage = HugePageBuffer::Allocate(m.bytes.size() + 8, /*advise=*/false);
+          REQUIRE(storage.ok());
           const auto xf = RandomVector(static_cast<size_t>(columns), 29);
           std::vector<BlockQ8_0> xq(static_cast<size_t>(columns / 32));
           ref.kernels->quantize_q8_0(xf.data(), xq.data(), columns);
@@ -348,7 +350,7 @@ TEST_CASE("every backend's decode is exact over ranges of many tiles in each pat
           RunMatmul(ref, m.view, input.x, &expected, 1);
           for (int past_line : {0, 8}) {
             MatrixView view = m.view;
-            auto* at = reinterpret_cast<uint8_t*>(line) + past_line;
+            uint8_t* at = storage->data() + past_line;
             std::memcpy(at, m.bytes.data(), m.bytes.size());
             view.data = at;
             for (int path = 0; path < FasterPath::kMaxPaths; ++path) {
