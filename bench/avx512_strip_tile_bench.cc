@@ -154,3 +154,85 @@ uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks, bo
 }
 
 }  // namespace kestrel::avx512_strip_tile_bench
+
+namespace kestrel::avx512_strip_tile_bench {
+
+void RepackToLineUnits(const uint8_t* q4_0x4, uint8_t* out, int64_t rows, int64_t blocks) {
+  for (int64_t tile = 0; tile < rows / 4; ++tile) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const uint8_t* unit = q4_0x4 + (tile * blocks + b) * 72;
+      uint8_t* lines = out + (tile * blocks + b / 8 * 8) * 72;  // 8 units' bytes are 9 lines
+      std::memcpy(lines + 8 * (b % 8), unit, 8);
+      std::memcpy(lines + 64 + 64 * (b % 8), unit + 8, 64);
+    }
+  }
+}
+
+namespace {
+
+// Two adjacent 16-row groups (8 tile streams) from r0, as DecodeGroups walks them in the tile
+// order and with its arithmetic, over line units: aligned loads, and one prefetch a line (a
+// tile's block line, and its scale line at the first block of each 8), kLeadLines units ahead.
+void LineUnitsStep(const uint8_t* data, int64_t blocks, int64_t r0, const BlockQ8_0* a, const int32_t* sums,
+                   const float* a_scale, float* y) {
+  constexpr int G = 2, kTiles = 4;
+  constexpr int64_t kLeadUnits = 2;  // 1152 bytes a stream, beside the kernel's 14 blocks (1008)
+  const int64_t tile_bytes = blocks * 72, units = blocks / 8;
+  const uint8_t* run = data + (r0 / 4) * tile_bytes;
+  __m512 acc[G] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+  for (int64_t u = 0; u < units; ++u, run += 576) {
+    // Past a tile's last unit the lead goes on in the tile its stream reads next, G * kTiles on.
+    const int64_t ahead = kLeadUnits * 576 + (u + kLeadUnits < units ? 0 : (G * kTiles - 1) * tile_bytes);
+    for (int j = 0; j < 8; ++j) {
+      const int64_t b = 8 * u + j;
+      const __m512i offset = _mm512_set1_epi32(-8 * sums[b]);
+      const __m512 as = _mm512_set1_ps(a_scale[b]);
+      for (int g = 0; g < G; ++g) {
+        const BlockQ8_0* ab = a + b;
+        __asm__("" : "+r"(ab));
+        const uint8_t* group = run + g * kTiles * tile_bytes;
+        __m512i tile[4];
+        long long scales[4];
+        for (int t = 0; t < kTiles; ++t) {
+          const uint8_t* lines = group + t * tile_bytes;
+          PrefetchLine<false>(lines + ahead + 64 * (j + 1));
+          if (j == 0) PrefetchLine<false>(lines + ahead);
+          std::memcpy(&scales[t], lines + 8 * j, 8);
+          tile[t] = _mm512_load_si512(lines + 64 * (j + 1));
+        }
+        // TiledQ4_0x4::LoadChunksAt's transpose.
+        const __m512i t01_lo = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i t01_hi = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(3, 2, 3, 2));
+        const __m512i t23_lo = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512i t23_hi = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(3, 2, 3, 2));
+        __m512i chunk[4];
+        chunk[0] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0));
+        chunk[1] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1));
+        chunk[2] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0));
+        chunk[3] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1));
+        WeightBlock w;
+        w.scale = HalvesToFloat(_mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]));
+        SplitNibbles(chunk, &w);
+        __m512i low = offset, high = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) {
+          low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(ab->qs + 4 * k));
+          high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(ab->qs + 16 + 4 * k));
+        }
+        const __m512 scale = _mm512_mul_ps(w.scale, as);
+        acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) StoreRows(y + r0 + g * kRows, acc[g], kRows);
+}
+
+}  // namespace
+
+void DecodeLineUnits(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
+                     int64_t row_end) {
+  for (int64_t r0 = row_begin; r0 + 32 <= row_end; r0 += 32) {
+    LineUnitsStep(data, blocks, r0, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+  }
+}
+
+}  // namespace kestrel::avx512_strip_tile_bench

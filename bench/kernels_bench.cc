@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -311,6 +312,72 @@ void BenchDecodePattern(benchmark::State& state, bool by_lines, int threads) {
 }
 #endif
 
+#ifdef KESTREL_BENCH_AVX512_STRIP_TILE
+// The decode kernel over the 2048 x 151936 q4_0x4 matrix (forced path `path`) and the line-unit
+// kernel over the same bytes regrouped (RepackToLineUnits), in turn as BenchPathPairs times two
+// paths: the median and quartiles of the time ratios line units / kernel, and each side's median
+// GB/s. Stops with an error unless both give the same sums to the bit.
+void BenchLineUnitPairs(benchmark::State& state, const Backend* b, int path, int threads) {
+  constexpr int kPairs = 40;
+  constexpr int64_t kColumns = 2048, kOutRows = 151936;
+  MatrixFixture f = MakeFixture(*b->kernels, DType::kQ4_0, Layout::kQ4_0x4, kColumns, kOutRows, 1, true);
+  HugePageBuffer lines = AllocateOrAbort(f.bytes.size(), true);
+  avx512_strip_tile_bench::RepackToLineUnits(f.bytes.data(), lines.data(), kOutRows, kColumns / 32);
+  const Activations x = f.Input(*b->kernels, DType::kQ4_0, 1, kColumns);
+  std::vector<float> y_kernel(kOutRows), y_lines(kOutRows);
+  ThreadPool pool(threads);
+  RowScheduler rows(threads);
+  const auto timed = [&](bool line_units) {
+    FasterPath::ForceForTesting(path);
+    float* y = line_units ? y_lines.data() : y_kernel.data();
+    const auto run = [&](int64_t begin, int64_t end) {
+      if (line_units) {
+        avx512_strip_tile_bench::DecodeLineUnits(lines.data(), kColumns / 32, x, y, begin, end);
+      } else {
+        b->kernels->matmul(f.view, x, y, kOutRows, begin, end);
+      }
+    };
+    const auto start = std::chrono::steady_clock::now();
+    rows.Plan(kOutRows, threads, 8, 32);  // the line-unit kernel steps 32 rows
+    pool.Run([&](int part, int) {
+      RowScheduler::Chunk c{};
+      while (rows.Next(part, &c)) run(c.begin, c.end);
+    });
+    benchmark::DoNotOptimize(y);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  timed(false), timed(true);  // pages both copies in
+  if (std::memcmp(y_kernel.data(), y_lines.data(), sizeof(float) * kOutRows) != 0) {
+    state.SkipWithError("the line-unit kernel's sums differ from the kernel's");
+    FasterPath::ForceForTesting(-1);
+    return;
+  }
+  std::vector<double> ratios, kernel_s, lines_s;
+  for (auto _ : state) {
+    for (int i = 0; i < kPairs; ++i) {
+      const bool lines_first = i % 2 != 0;
+      const double t0 = timed(lines_first), t1 = timed(!lines_first);
+      const double tk = lines_first ? t1 : t0, tl = lines_first ? t0 : t1;
+      ratios.push_back(tl / tk);
+      kernel_s.push_back(tk);
+      lines_s.push_back(tl);
+    }
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  std::vector<double> sorted = ratios;
+  std::sort(sorted.begin(), sorted.end());
+  state.counters["median"] = sorted[sorted.size() / 2];
+  state.counters["q1"] = sorted[sorted.size() / 4];
+  state.counters["q3"] = sorted[3 * sorted.size() / 4];
+  state.counters["kernel_GB/s"] = static_cast<double>(f.bytes.size()) / median(kernel_s) / 1e9;
+  state.counters["lines_GB/s"] = static_cast<double>(f.bytes.size()) / median(lines_s) / 1e9;
+  FasterPath::ForceForTesting(-1);
+}
+#endif
+
 void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n, 0.5f);
   std::vector<BlockQ8_0> q(n / 32);
@@ -597,6 +664,17 @@ void RegisterAll() {
                                             (threads == 2 ? "/2t" : "") + (by_lines ? "/by_lines" : ""))
                                                .c_str(),
                                            BenchDecodePattern, by_lines, threads)
+                  ->Unit(benchmark::kMillisecond);
+            }
+          }
+          for (int threads = 1; threads <= 2; ++threads) {
+            for (int path = 0; path < 2; ++path) {
+              benchmark::RegisterBenchmark(
+                  (prefix + "gemv_" + name + "/2048x151936/" + (threads == 1 ? "pairs" : "pairs2t") +
+                   "/line_units_vs_path" + std::to_string(path))
+                      .c_str(),
+                  BenchLineUnitPairs, b, path, threads)
+                  ->Iterations(1)
                   ->Unit(benchmark::kMillisecond);
             }
           }
