@@ -329,6 +329,56 @@ TEST_CASE("fully quantized synthetic model: logits the same for every thread cou
   }
 }
 
+// A backend that reads q4_0x4 faster as q4_0x4_lines (avx512_vnni and its SIMDe twin) gets a
+// copied file's q4_0x4 matrices regrouped on load (Model::RegroupQ4_0x4Lines); a mapped file keeps
+// the file's layout. The regrouped bytes hold the same blocks and the kernels sum them the same
+// way, so prompt and decode logits must be the mapped file's, bit for bit, on every backend. The
+// synthetic model's rows are all whole 8-block runs, and its embeddings are tied: the output
+// matrix is the token embeddings, regrouped once.
+TEST_CASE("q4_0x4 regrouped to q4_0x4_lines on load gives the mapped file's logits, bit for bit", "[backends][model]") {
+  auto source = convert::MakeSynthetic("tiny-wide", 11);
+  REQUIRE(source.ok());
+  const std::string path = ConvertVariant(*source, "tiny-wide", kVariants[4]);
+  const std::vector<int32_t> prompt = SyntheticPrompt();
+  // Logits after the prompt (prefill) and after each of 6 greedy steps (decode), on 2 threads.
+  const auto trace = [&](const Model& model) {
+    auto session = NewSession(model);
+    REQUIRE(session->Eval(prompt.data(), prompt.size()).ok());
+    std::vector<std::vector<float>> logits;
+    for (int step = 0; step <= 6; ++step) {
+      const float* l = session->logits();
+      logits.emplace_back(l, l + session->vocab_size());
+      const int32_t next = Argmax(l, session->vocab_size());
+      REQUIRE(session->Eval(&next, 1, true).ok());
+    }
+    return logits;
+  };
+  for (const std::string& backend : UsableBackends()) {
+    const auto load = [&](FileResidence residence) {
+      auto model = Model::Load(path, ModelOptions{backend, residence});
+      INFO(backend << ": " << model.status().ToString());
+      REQUIRE(model.ok());
+      return std::move(*model);
+    };
+    const auto mapped = load(FileResidence::kMapped);
+    REQUIRE(mapped->q4_0x4_lines_tensors() == 0);
+    REQUIRE(mapped->layers()[0].q.layout == Layout::kQ4_0x4);
+    const auto want = trace(*mapped);
+    for (FileResidence residence : {FileResidence::kHugePageCopy, FileResidence::kSmallPageCopy}) {
+      INFO(backend << ", " << FileResidenceName(residence));
+      const auto copy = load(residence);
+      const bool lines = copy->backend().wants_q4_0x4_lines;
+      // 7 matrices in each of 2 layers, and the token embeddings (also the output).
+      REQUIRE(copy->q4_0x4_lines_tensors() == (lines ? 15 : 0));
+      const Layout expected = lines ? Layout::kQ4_0x4Lines : Layout::kQ4_0x4;
+      REQUIRE(copy->layers()[1].down.layout == expected);
+      REQUIRE(copy->token_embeddings().layout == expected);
+      REQUIRE(copy->output().layout == expected);
+      REQUIRE(trace(*copy) == want);
+    }
+  }
+}
+
 // A file may mix quantized types (a GGUF's types are kept as they are), and a backend's bf16
 // prompt path may start at a different length per type (amx_bf16: Q8_0 from 8 tokens, Q4_0 from
 // 24), so one input can feed products on both paths: the session must then give them both forms

@@ -1,10 +1,10 @@
 // Tests of the weight layouts: plain <-> tiled repacking round trips, per-row dequantization in every
 // layout, the documented tiled byte positions, and which (dtype, layout, shape) combinations fit.
 #include <catch2/catch.hpp>
-
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "format/dtype.h"
@@ -113,6 +113,58 @@ TEST_CASE("Tiled byte positions follow docs/vqf.md", "[layout]") {
         }
       }
     }
+  }
+}
+
+// q4_0x4_lines (in memory only): each tile's groups 8 at a time, their scales first and then each
+// group's quant bytes in a 64-byte line of its own; regrouping q4_0x4 in place gives what repacking
+// plain rows into it gives, and every row decodes to the plain row's values.
+TEST_CASE("q4_0x4_lines: byte positions, in-place regrouping, and rows", "[layout]") {
+  const Layout l = Layout::kQ4_0x4Lines;
+  REQUIRE(LayoutTileRows(l) == 4);
+  REQUIRE(LayoutRequiredDType(l) == DType::kQ4_0);
+  REQUIRE(std::string(LayoutName(l)) == "q4_0x4_lines");
+  // Never in a file: readers refuse its id, and no name maps to it.
+  REQUIRE_FALSE(IsKnownLayout(static_cast<uint32_t>(l)));
+  REQUIRE_FALSE(LayoutFromName("q4_0x4_lines").has_value());
+  REQUIRE(CheckLayoutFits(DType::kQ4_0, l, 256, 4).ok());
+  REQUIRE(CheckLayoutFits(DType::kQ4_0, l, 2048, 12).ok());
+  REQUIRE_FALSE(CheckLayoutFits(DType::kQ4_0, l, 224, 4).ok());  // 7 blocks: not a whole run
+  REQUIRE_FALSE(CheckLayoutFits(DType::kQ4_0, l, 256, 6).ok());
+  REQUIRE_FALSE(CheckLayoutFits(DType::kQ8_0, l, 256, 4).ok());
+  const int64_t columns = 512, rows = 12, blocks = columns / 32;
+  std::vector<uint8_t> plain(MatrixBytes(DType::kQ4_0, columns, rows));
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = static_cast<uint8_t>(i * 131 + 7);
+  std::vector<uint8_t> x4(plain.size()), lines(plain.size()), regrouped;
+  RepackPlainToTiled(Layout::kQ4_0x4, plain.data(), x4.data(), columns, rows);
+  RepackPlainToTiled(l, plain.data(), lines.data(), columns, rows);
+  regrouped = x4;
+  RegroupQ4_0x4ToLines(regrouped.data(), columns, rows);
+  REQUIRE(regrouped == lines);
+  REQUIRE(lines != x4);
+  std::vector<uint8_t> back(plain.size());
+  RepackTiledToPlain(l, lines.data(), back.data(), columns, rows);
+  REQUIRE(back == plain);
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      INFO("row " << row << " block " << b);
+      const uint8_t* src = plain.data() + (row * blocks + b) * 18;
+      const int64_t tile = row / 4, r = row % 4;
+      // The run of 8 groups holding block b: 576 bytes where q4_0x4 has those 8 groups.
+      const size_t run = static_cast<size_t>(tile * blocks + b / 8 * 8) * 72;
+      const size_t scales = run + 8 * static_cast<size_t>(b % 8), quants = run + 64 + 64 * static_cast<size_t>(b % 8);
+      const TiledGroup at = TiledGroupAt(l, columns, tile, b);
+      REQUIRE(at.scales == scales);
+      REQUIRE(at.quants == quants);
+      REQUIRE(quants % 64 == 0);  // a line of its own from an aligned start
+      REQUIRE(std::memcmp(lines.data() + scales + 2 * r, src, 2) == 0);
+      for (int k = 0; k < 4; ++k)
+        REQUIRE(std::memcmp(lines.data() + quants + (k * 4 + r) * 4, src + 2 + 4 * k, 4) == 0);
+    }
+    std::vector<float> want(columns), got(columns);
+    DequantizeMatrixRow(DType::kQ4_0, Layout::kPlain, plain.data(), columns, row, want.data());
+    DequantizeMatrixRow(DType::kQ4_0, l, lines.data(), columns, row, got.data());
+    REQUIRE(std::memcmp(want.data(), got.data(), want.size() * 4) == 0);
   }
 }
 

@@ -119,9 +119,16 @@ struct MatmulCase {
 };
 
 const MatmulCase kMatmulCases[] = {
-    {DType::kF32, Layout::kPlain},   {DType::kF16, Layout::kPlain},    {DType::kBF16, Layout::kPlain},
-    {DType::kQ8_0, Layout::kPlain},  {DType::kQ4_0, Layout::kPlain},   {DType::kQ8_0, Layout::kQ8_0x8},
+    {DType::kF32, Layout::kPlain},
+    {DType::kF16, Layout::kPlain},
+    {DType::kBF16, Layout::kPlain},
+    {DType::kQ8_0, Layout::kPlain},
+    {DType::kQ4_0, Layout::kPlain},
+    {DType::kQ8_0, Layout::kQ8_0x8},
     {DType::kQ4_0, Layout::kQ4_0x4},
+    // In memory only (the loader regroups q4_0x4 for backends that want it); rows of whole
+    // 8-block runs, so the shapes below skip it where it does not fit (CheckLayoutFits).
+    {DType::kQ4_0, Layout::kQ4_0x4Lines},
 };
 
 // Shape classes: 1..17, tile sizes +-1, large and odd.
@@ -139,7 +146,8 @@ std::vector<int64_t> RowCounts(Layout layout) {
   return fitting;
 }
 
-std::vector<int64_t> ColumnCounts(DType dtype) {
+std::vector<int64_t> ColumnCounts(DType dtype, Layout layout) {
+  if (layout == Layout::kQ4_0x4Lines) return {256, 768};  // one 8-block run a row, and three
   if (IsBlockQuantized(dtype)) return {32, 64, 96, 160, 544};
   return {1, 2, 3, 7, 16, 17, 31, 32, 33, 172, 515};
 }
@@ -177,7 +185,7 @@ void RunMatmul(const Backend& b, const MatrixView& w, const Activations& x, std:
 TEST_CASE("generic matmul agrees with a double-precision product of the dequantized weights", "[kernels][generic]") {
   const Backend& ref = Generic();
   for (const MatmulCase& c : kMatmulCases) {
-    for (int64_t columns : ColumnCounts(c.dtype)) {
+    for (int64_t columns : ColumnCounts(c.dtype, c.layout)) {
       for (int64_t rows : RowCounts(c.layout)) {
         for (int64_t tokens : {1, 3}) {
           INFO(DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows << " tokens " << tokens);
@@ -218,7 +226,7 @@ TEST_CASE("every backend's matmul matches the generic reference", "[kernels][con
       // Float products tile tokens by 2 on x86: odd and even counts, one tile and several.
       const std::vector<int64_t> token_counts =
           IsBlockQuantized(c.dtype) ? std::vector<int64_t>{1, 2, 5} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 13};
-      for (int64_t columns : ColumnCounts(c.dtype)) {
+      for (int64_t columns : ColumnCounts(c.dtype, c.layout)) {
         for (int64_t rows : RowCounts(c.layout)) {
           for (int64_t tokens : token_counts) {
             INFO(b->name << " " << DTypeName(c.dtype) << " " << LayoutName(c.layout) << " " << columns << "x" << rows
@@ -268,6 +276,11 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
       {32 * 2107, {1, 3, 9, 17}},
       {32 * 8193, {1, 3}},  // past avx2's 8192-block stack budget: its fallback path
       {64, {300}},          // past avx512_vnni's 256-token chunk
+      // Whole 8-block runs for q4_0x4_lines (the shapes above, but 128, skip it): one run, wide
+      // rows, and past the 256-token chunk.
+      {256, all_tokens},
+      {32 * 8 * 263, {1, 3, 9, 17}},
+      {512, {300}},
   };
   for (const Backend* b : RunnableBackends()) {
     for (const MatmulCase& c : kMatmulCases) {
@@ -275,6 +288,7 @@ TEST_CASE("every backend's quantized matmul is exact for 1 to 17 tokens and for 
       for (const Shape& shape : shapes) {
         // Two 16-row groups and one tile more.
         const int64_t columns = shape.columns, rows = 32 + LayoutTileRows(c.layout);
+        if (!CheckLayoutFits(c.dtype, c.layout, columns, rows).ok()) continue;
         TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns + rows));
         const int64_t max_tokens = shape.tokens.back();
         const auto xf = RandomVector(static_cast<size_t>(columns * max_tokens), 23);
@@ -338,6 +352,7 @@ TEST_CASE("every backend's decode is exact over ranges of many tiles in each pat
         // 101 tiles: whole regions of 5-tile streams (40 tiles for Q4_0's 8 streams, 20 for Q8_0's 4)
         // and shorter ones; 128 tiles split in two: 64 each, a whole region and one of 3 tiles a stream.
         for (int64_t rows : {tile * 101, tile * 128}) {
+          if (!CheckLayoutFits(c.dtype, c.layout, columns, rows).ok()) continue;
           TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 7 + rows));
           // On a 2 MiB boundary, as a huge-page copy of the weights is (a mapped file's on a page).
           auto storage = HugePageBuffer::Allocate(m.bytes.size() + 8, /*advise=*/false);
@@ -402,7 +417,7 @@ TEST_CASE("bf16 prompt products agree with a double-precision product within bf1
       const std::vector<int64_t> token_counts = {min_tokens, min_tokens + 1, 47, 48, 63, 64, 65, 130};
       for (int64_t columns : {32, 96, 544, 2080}) {
         for (int64_t rows : {int64_t{LayoutTileRows(c.layout)}, int64_t{16}, int64_t{40}, int64_t{72}}) {
-          if (rows % LayoutTileRows(c.layout) != 0) continue;
+          if (!CheckLayoutFits(c.dtype, c.layout, columns, rows).ok()) continue;
           TestMatrix m = MakeMatrix(c.dtype, c.layout, columns, rows, static_cast<uint32_t>(columns * 7 + rows));
           const int64_t max_tokens = token_counts.back();
           const auto xf = RandomVector(static_cast<size_t>(columns * max_tokens), 29, 2.0f);

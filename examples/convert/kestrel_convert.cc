@@ -17,7 +17,8 @@ namespace {
 const char kUsage[] =
     "usage: kestrel-convert SRC -o OUT.vqf [--type source|f32|f16|bf16|q8_0|q4_0] [--layout auto|plain|tiled]\n"
     "                       [--tokenizer FILE]\n"
-    "       kestrel-convert --synthetic qwen3-0.6b|qwen3-1.7b|llama-1b|tiny -o OUT.vqf [--type ...] [--seed N]\n"
+    "       kestrel-convert --synthetic qwen3-0.6b|qwen3-1.7b|llama-1b|tiny|tiny-wide -o OUT.vqf\n"
+    "                       [--type ...] [--seed N]\n"
     "  SRC: a llama2.c checkpoint (.bin, with --tokenizer tokenizer.bin), a GGUF file (.gguf),\n"
     "       or a Hugging Face model folder (config.json, *.safetensors, tokenizer.json)\n"
     "  --type: source (default) keeps each matrix's dtype (a Q4_0 GGUF stays Q4_0, bytes unchanged;\n"

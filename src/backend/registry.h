@@ -16,6 +16,9 @@ struct Backend {
   bool (*cpu_supports)();          // runtime check (CPUID, auxv); never executes the ISA itself
   bool (*accepts)(DType, Layout);  // weight formats its matmul reads natively
   const KernelTable* kernels;
+  // Whether its kernels read q4_0x4 faster regrouped as q4_0x4_lines (format/layout.h; accepts()
+  // then takes it): the model loader regroups such tensors where it holds a copy of the file.
+  bool wants_q4_0x4_lines;
 };
 
 // Every backend compiled into this build, usable or not.

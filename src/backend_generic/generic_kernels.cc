@@ -39,11 +39,10 @@ inline Block LoadBlock(const MatrixView& w, int64_t r, int64_t b) {
   }
   const int tile_rows = LayoutTileRows(w.layout);
   const int chunk = LayoutChunkBytes(w.layout);
-  const int64_t tile = r / tile_rows;
   const int in_tile = static_cast<int>(r % tile_rows);
-  const uint8_t* group = bytes + (tile * blocks_per_row + b) * sizeof(Block) * tile_rows;
-  std::memcpy(&block.d, group + 2 * in_tile, 2);
-  const uint8_t* quants = group + 2 * tile_rows;
+  const TiledGroup group = TiledGroupAt(w.layout, w.columns, r / tile_rows, b);
+  std::memcpy(&block.d, bytes + group.scales + 2 * in_tile, 2);
+  const uint8_t* quants = bytes + group.quants;
   auto* out = reinterpret_cast<uint8_t*>(&block.qs);
   for (size_t k = 0; k < sizeof(block.qs) / chunk; ++k) {
     std::memcpy(out + k * chunk, quants + (k * tile_rows + in_tile) * chunk, chunk);
@@ -199,7 +198,7 @@ constexpr KernelTable kKernels = {
     embedding_row__ref,
     f32_to_f16__ref,
 };
-constexpr Backend kBackend = {"generic", 0, AlwaysSupported, AcceptsEverything, &kKernels};
+constexpr Backend kBackend = {"generic", 0, AlwaysSupported, AcceptsEverything, &kKernels, false};
 
 }  // namespace
 

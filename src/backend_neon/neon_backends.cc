@@ -16,7 +16,7 @@ constexpr KernelTable kKernels = {
     softmax__neon,       silu_mul__neon,   attention__neon, /*attention_tokens=*/nullptr,
     embedding_row__neon, f32_to_f16__neon,
 };
-constexpr Backend kBackend = {"neon", 10, Always, accepts__neon, &kKernels};
+constexpr Backend kBackend = {"neon", 10, Always, accepts__neon, &kKernels, false};
 
 }  // namespace
 
@@ -39,7 +39,7 @@ constexpr KernelTable kKernels = {
     neon::softmax__neon,       neon::silu_mul__neon,   neon::attention__neon, /*attention_tokens=*/nullptr,
     neon::embedding_row__neon, neon::f32_to_f16__neon,
 };
-constexpr Backend kBackend = {"neon_dotprod", 20, CpuSupports, neon::accepts__neon, &kKernels};
+constexpr Backend kBackend = {"neon_dotprod", 20, CpuSupports, neon::accepts__neon, &kKernels, false};
 
 }  // namespace
 

@@ -65,7 +65,7 @@ const KernelTable& Table() {
 // products ran 1.1-1.4x as fast in the kernels bench and a Q4_0 64-token prefill 1.1-1.4x end to
 // end (bench/README.md). Decode is avx512_vnni's either way.
 const Backend& GetBackend() {
-  static const Backend backend = {"amx_int8", 25, Supported, avx2::Accepts, &Table()};
+  static const Backend backend = {"amx_int8", 25, Supported, avx2::Accepts, &Table(), false};
   return backend;
 }
 

@@ -72,7 +72,7 @@ void* StagingBuffer(size_t bytes) {
 // not bit-identical to the reference (amx_bf16_kernels.h), so `--backend amx_int8` is the choice
 // where that matters.
 const Backend& GetBackend() {
-  static const Backend backend = {"amx_bf16", 26, Supported, avx2::Accepts, &Table()};
+  static const Backend backend = {"amx_bf16", 26, Supported, avx2::Accepts, &Table(), false};
   return backend;
 }
 

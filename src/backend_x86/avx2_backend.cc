@@ -52,7 +52,7 @@ const KernelTable& Table() {
 }  // namespace
 
 const Backend& GetBackend() {
-  static const Backend backend = {"avx2", 10, Supported, Accepts, &Table()};
+  static const Backend backend = {"avx2", 10, Supported, Accepts, &Table(), false};
   return backend;
 }
 

@@ -56,7 +56,7 @@ const KernelTable& Table() {
 }  // namespace
 
 const Backend& GetBackend() {
-  static const Backend backend = {"avx512_vnni", 20, Supported, avx2::Accepts, &Table()};
+  static const Backend backend = {"avx512_vnni", 20, Supported, Accepts, &Table(), true};
   return backend;
 }
 

@@ -23,6 +23,7 @@
 #include "backend_x86/avx512_kernels.h"
 
 #include <cstring>
+#include <type_traits>
 
 #include "backend/faster_path.h"
 #include "backend/mca_mark.h"
@@ -478,6 +479,78 @@ void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x,
   }
 }
 
+// Decode over q4_0x4_lines: G adjacent 16-row groups from r0 (or, not kWhole, one group of n_rows),
+// with DecodeGroups' arithmetic (the same sums to the bit) and its tile order: each of the step's
+// tiles is a stream, prefetched kLeadRuns runs ahead, and past its last run in the tile it reads
+// next (G groups on). One prefetch a line: a block's quant line, and the run's scale line with its
+// first block. Against q4_0x4 in its faster decode path, two threads took 0.85-0.96x the time
+// (kernels bench, bench/README.md thirty-ninth session), so this layout has one walk and no chooser.
+constexpr int64_t kLeadRuns = 2;  // 1152 bytes a stream, about the tile order's 8 KB over 8 streams
+template <int G, bool kWhole = true>
+void DecodeLineGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a,
+                      const int32_t* sums, const float* a_scale, float* y) {
+  using Weights = LinedQ4_0x4;
+  constexpr int kTiles = kRows / Weights::kTileRows;
+  const int n_tiles = kWhole ? kTiles : (n_rows + Weights::kTileRows - 1) / Weights::kTileRows;
+  const int64_t tile_bytes = blocks * Weights::kGroupBytes, runs = blocks / Weights::kRunBlocks;
+  const uint8_t* run = Weights::Run(data, blocks, r0, 0, 0);
+  __m512 acc[G];
+  for (int g = 0; g < G; ++g) acc[g] = _mm512_setzero_ps();
+  for (int64_t u = 0; u < runs; ++u, run += Weights::kRunBytes) {
+    const int64_t ahead = kLeadRuns * Weights::kRunBytes + (u + kLeadRuns < runs ? 0 : (G * kTiles - 1) * tile_bytes);
+    for (int j = 0; j < Weights::kRunBlocks; ++j) {
+      const int64_t b = u * Weights::kRunBlocks + j;
+      const __m512i offset = _mm512_set1_epi32(-Weights::kZeroPoint * sums[b]);
+      const __m512 as = _mm512_set1_ps(a_scale[b]);
+      for (int g = 0; g < G; ++g) {
+        const BlockQ8_0* ab = a + b;
+        __asm__("" : "+r"(ab));  // as in DecodeGroups: each group broadcasts its own words
+        const uint8_t* group = run + g * kTiles * tile_bytes;
+        __m512i tile[kTiles];
+        long long scales[kTiles];
+        for (int t = 0; t < kTiles; ++t) {
+          if (t < n_tiles) {
+            const uint8_t* lines = group + t * tile_bytes;
+            PrefetchLine<false>(lines + ahead + 64 * (j + 1));
+            if (j == 0) PrefetchLine<false>(lines + ahead);
+            std::memcpy(&scales[t], Weights::Scales(lines, b), 8);
+            tile[t] = _mm512_loadu_si512(Weights::Quants(lines, b));  // a line where the data is aligned
+          } else {
+            scales[t] = 0;
+            tile[t] = _mm512_setzero_si512();
+          }
+        }
+        __m512i chunk[4];
+        TilesToChunks(tile, chunk);
+        WeightBlock w;
+        w.scale = HalvesToFloat(_mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]));
+        SplitNibbles(chunk, &w);
+        __m512i low = offset, high = _mm512_setzero_si512();
+        for (int k = 0; k < 4; ++k) {
+          low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(ab->qs + 4 * k));
+          high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(ab->qs + 16 + 4 * k));
+        }
+        const __m512 scale = _mm512_mul_ps(w.scale, as);
+        acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
+      }
+    }
+  }
+  for (int g = 0; g < G; ++g) StoreRows(y + r0 + g * kRows, acc[g], kWhole ? kRows : n_rows);
+}
+
+void DecodeLines(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
+                 int64_t row_end) {
+  constexpr int G = kDecodeGroups;
+  int64_t r = row_begin;
+  for (; r + G * kRows <= row_end; r += G * kRows) {
+    DecodeLineGroups<G>(data, blocks, r, G * kRows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+  }
+  for (; r < row_end; r += kRows) {
+    const int n_rows = static_cast<int>(row_end - r < kRows ? row_end - r : kRows);
+    DecodeLineGroups<1, false>(data, blocks, r, n_rows, x.q8_0, x.q8_0_sums, x.q8_0_scales, y);
+  }
+}
+
 template <typename Weights>
 void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin,
                      int64_t row_end) {
@@ -492,7 +565,9 @@ void MatmulQuantized(const MatrixView& w, const Activations& x, float* y, int64_
   if (x.n_tokens == 1) {
     // Decode over plain rows: 16 (32 with two groups) row streams of 18 or 34 bytes per block read
     // 6.5-8.4 GB/s from memory here, the AVX2 kernel's 4-8 rows at a time 22-27 (bench/README.md).
-    if constexpr (Weights::kTiled) {
+    if constexpr (std::is_same_v<Weights, LinedQ4_0x4>) {
+      return DecodeLines(data, blocks, x, y, row_begin, row_end);
+    } else if constexpr (Weights::kTiled) {
       return DecodeRowsFaster<Weights>(data, blocks, x, y, row_begin, row_end);
     } else {
       return avx2::Matmul(w, x, y, y_stride, row_begin, row_end);
@@ -594,6 +669,7 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
   switch (w.dtype) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+      if (w.layout == Layout::kQ4_0x4Lines) return MatmulQuantized<LinedQ4_0x4>(w, x, y, y_stride, row_begin, row_end);
       return WithQuantizedLoader(w, [&](auto loader) {
         MatmulQuantized<decltype(loader)>(w, x, y, y_stride, row_begin, row_end);
       });
@@ -604,6 +680,10 @@ void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_strid
       if (w.dtype == DType::kF16) return MatmulFloat<F16Row>(w, x, y, y_stride, row_begin, row_end);
       return MatmulFloat<BF16Row>(w, x, y, y_stride, row_begin, row_end);
   }
+}
+
+bool Accepts(DType dtype, Layout layout) {
+  return (dtype == DType::kQ4_0 && layout == Layout::kQ4_0x4Lines) || avx2::Accepts(dtype, layout);
 }
 
 }  // namespace kestrel::KESTREL_AVX512_NAMESPACE

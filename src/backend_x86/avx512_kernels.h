@@ -1,8 +1,8 @@
 // AVX-512 VNNI kernels (defined in avx512_kernels.cc, avx512_attention.cc and
 // avx512_activations.cc, the only files compiled with the AVX-512 flags). Semantics are the
 // KernelTable's (backend/kernels.h); quantized products are bit-identical to the generic
-// reference. Float weights go to avx2::Matmul; the weight formats read natively are exactly
-// avx2's, so both AVX-512 backends register avx2::Accepts.
+// reference. Float weights go to avx2::Matmul; the weight formats read natively are avx2's and
+// q4_0x4_lines (in memory only: the loader regroups q4_0x4 for these backends, format/layout.h).
 #pragma once
 
 #include "backend/kernels.h"
@@ -14,6 +14,8 @@ namespace kestrel::avx512_vnni {
 constexpr int64_t kQ4_0OffsetRun = 32;
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
+// Whether Matmul reads this weight format natively: avx2::Accepts' formats and q4_0x4_lines.
+bool Accepts(DType dtype, Layout layout);
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed);
@@ -38,6 +40,8 @@ namespace kestrel::avx512_vnni_simde {
 constexpr int64_t kQ4_0OffsetRun = avx512_vnni::kQ4_0OffsetRun;  // the same kernel source
 
 void Matmul(const MatrixView& w, const Activations& x, float* y, int64_t y_stride, int64_t row_begin, int64_t row_end);
+// Whether Matmul reads this weight format natively: avx2::Accepts' formats and q4_0x4_lines.
+bool Accepts(DType dtype, Layout layout);
 // avx512_attention.cc (head sizes that are not a multiple of 16 go to avx2::Attention).
 void Attention(const float* q, int64_t n_heads, const void* k, const void* v, DType kv_dtype, int64_t kv_stride,
                int64_t n_positions, int64_t head_dim, float score_divisor, float* scores, float* out, bool streamed);

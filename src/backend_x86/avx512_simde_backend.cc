@@ -36,7 +36,7 @@ const KernelTable& Table() {
 }  // namespace
 
 const Backend& GetBackend() {
-  static const Backend backend = {"avx512_vnni_simde", 1, Supported, avx2::Accepts, &Table()};
+  static const Backend backend = {"avx512_vnni_simde", 1, Supported, Accepts, &Table(), true};
   return backend;
 }
 

@@ -90,6 +90,32 @@ inline void BiasQ8(const __m512i* chunk, WeightBlock* out) {
 
 // q4_0x4: tile t of the group holds chunk k of its 4 rows in 128-bit lane k (docs/vqf.md), so a
 // 4x4 transpose of 128-bit lanes across the group's 4 tiles gives chunk k of all 16 rows.
+inline void TilesToChunks(const __m512i* tile, __m512i* chunk) {
+  const __m512i t01_lo = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t01_hi = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i t23_lo = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512i t23_hi = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(3, 2, 3, 2));
+  chunk[0] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0));
+  chunk[1] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1));
+  chunk[2] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0));
+  chunk[3] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1));
+}
+
+// Tile t's part of a packed block (kPackedBlockBytes): its 4 scales at byte 8t of the first line,
+// lane k of its quants (16 bytes) as lane t of chunk k; zeros for a tile past the rows.
+inline void PackTile(int t, const uint8_t* scales, const uint8_t* quants, uint8_t* out) {
+  auto* lanes = reinterpret_cast<__m128i*>(out + 64) + t;  // lane t of chunk 0; chunk k is 4 lanes on
+  if (scales != nullptr) {
+    std::memcpy(out + 8 * t, scales, 8);
+    for (int k = 0; k < 4; ++k) {
+      _mm_store_si128(lanes + 4 * k, _mm_loadu_si128(reinterpret_cast<const __m128i*>(quants + 16 * k)));
+    }
+  } else {
+    std::memset(out + 8 * t, 0, 8);
+    for (int k = 0; k < 4; ++k) _mm_store_si128(lanes + 4 * k, _mm_setzero_si128());
+  }
+}
+
 struct TiledQ4_0x4 {
   static constexpr int kMcaId = 31;  // scripts/llvm-mca-x86.sh
   static constexpr int32_t kZeroPoint = 8;
@@ -130,14 +156,7 @@ struct TiledQ4_0x4 {
       }
     }
     *scales_out = _mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]);
-    const __m512i t01_lo = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512i t01_hi = _mm512_shuffle_i32x4(tile[0], tile[1], _MM_SHUFFLE(3, 2, 3, 2));
-    const __m512i t23_lo = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(1, 0, 1, 0));
-    const __m512i t23_hi = _mm512_shuffle_i32x4(tile[2], tile[3], _MM_SHUFFLE(3, 2, 3, 2));
-    chunk[0] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(2, 0, 2, 0));
-    chunk[1] = _mm512_shuffle_i32x4(t01_lo, t23_lo, _MM_SHUFFLE(3, 1, 3, 1));
-    chunk[2] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(2, 0, 2, 0));
-    chunk[3] = _mm512_shuffle_i32x4(t01_hi, t23_hi, _MM_SHUFFLE(3, 1, 3, 1));
+    TilesToChunks(tile, chunk);
   }
   static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
                          __m512i* chunk) {
@@ -159,17 +178,69 @@ struct TiledQ4_0x4 {
   // cycle; these 16-byte moves need no shuffles: the pass 1.3-1.7x faster, Q4_0 pp64 ~1% (bench/README.md).
   static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
     for (int t = 0; t < 4; ++t) {
-      auto* lanes = reinterpret_cast<__m128i*>(out + 64) + t;  // lane t of chunk 0; chunk k is 4 lanes on
+      const uint8_t* group = t * 4 < n_rows ? Group(data, blocks, r0, t, b) : nullptr;
+      PackTile(t, group, group == nullptr ? nullptr : group + 8, out);
+    }
+  }
+};
+
+// q4_0x4_lines (format/layout.h, in memory only): q4_0x4's groups 8 at a time per tile, the 8
+// groups' scales in the run's first line and then each group's 64 quant bytes in a line of its
+// own. Decode's loads of q4_0x4 cross a line at 8 groups of 9 and need two prefetches a group; here
+// every load is aligned and one prefetch a line covers the stream: two-thread decode 0.85-0.96x the
+// time of q4_0x4's (kernels bench, bench/README.md thirty-ninth session). Same arithmetic, same sums.
+// Prefill reads it through the same Pack, Load and Prefetch as q4_0x4; decode walks it with
+// DecodeLineGroups (avx512_kernels.cc).
+struct LinedQ4_0x4 {
+  static constexpr int32_t kZeroPoint = 8;
+  static constexpr int kRowBlockBytes = 18;
+  static constexpr bool kTiled = true;
+  static constexpr int kTileRows = 4, kGroupBytes = 72, kRunBlocks = 8;
+  static constexpr int64_t kRunBytes = kRunBlocks * kGroupBytes;  // 9 lines
+  // The run of tile r0 / 4 + t holding block b, and block b's scales and quants in it.
+  static const uint8_t* Run(const uint8_t* data, int64_t blocks, int64_t r0, int t, int64_t b) {
+    return data + ((r0 / 4 + t) * blocks + b / kRunBlocks * kRunBlocks) * kGroupBytes;
+  }
+  static const uint8_t* Scales(const uint8_t* run, int64_t b) { return run + 8 * (b % kRunBlocks); }
+  static const uint8_t* Quants(const uint8_t* run, int64_t b) { return run + 64 + 64 * (b % kRunBlocks); }
+  // Block b's quant lines, and with a run's first block its scale lines: callers walk the blocks of
+  // a run in order from its start (PrefillRows' chunks start on multiples of 32 blocks).
+  template <bool kToL2 = false>
+  static void Prefetch(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b) {
+    for (int t = 0; t * 4 < n_rows; ++t) {
+      const uint8_t* run = Run(data, blocks, r0, t, b);
+      if (b % kRunBlocks == 0) PrefetchLine<kToL2>(run);  // the run's scale line, with its first block
+      PrefetchLine<kToL2>(Quants(run, b));
+    }
+  }
+  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
+                         __m512i* chunk) {
+    __m512i tile[4];
+    long long scales[4];
+    for (int t = 0; t < 4; ++t) {
       if (t * 4 < n_rows) {
-        const uint8_t* group = Group(data, blocks, r0, t, b);
-        std::memcpy(out + 8 * t, group, 8);
-        for (int k = 0; k < 4; ++k) {
-          _mm_store_si128(lanes + 4 * k, _mm_loadu_si128(reinterpret_cast<const __m128i*>(group + 8 + 16 * k)));
-        }
+        const uint8_t* run = Run(data, blocks, r0, t, b);
+        std::memcpy(&scales[t], Scales(run, b), 8);
+        tile[t] = _mm512_loadu_si512(Quants(run, b));  // aligned where the data is
       } else {
-        std::memset(out + 8 * t, 0, 8);
-        for (int k = 0; k < 4; ++k) _mm_store_si128(lanes + 4 * k, _mm_setzero_si128());
+        scales[t] = 0;
+        tile[t] = _mm512_setzero_si512();
       }
+    }
+    *scales_out = _mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]);
+    TilesToChunks(tile, chunk);
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    __m256i scales;
+    __m512i chunk[4];
+    LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+    out->scale = HalvesToFloat(scales);
+    SplitNibbles(chunk, out);
+  }
+  static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
+    for (int t = 0; t < 4; ++t) {
+      const uint8_t* run = t * 4 < n_rows ? Run(data, blocks, r0, t, b) : nullptr;
+      PackTile(t, run == nullptr ? nullptr : Scales(run, b), run == nullptr ? nullptr : Quants(run, b), out);
     }
   }
 };

@@ -41,7 +41,7 @@ const KernelTable& Table() {
 }  // namespace
 
 const Backend& GetBackend() {
-  static const Backend backend = {"avx_vnni", 15, Supported, avx2::Accepts, &Table()};
+  static const Backend backend = {"avx_vnni", 15, Supported, avx2::Accepts, &Table(), false};
   return backend;
 }
 

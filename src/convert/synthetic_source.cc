@@ -24,6 +24,8 @@ constexpr Preset kPresets[] = {
     {"qwen3-1.7b", Architecture::kQwen3, 2048, 28, 16, 8, 128, 6144, 151936, 40960, 1000000.0f, true},
     {"llama-1b", Architecture::kLlama, 2048, 16, 32, 8, 64, 8192, 128256, 131072, 500000.0f, true},
     {"tiny", Architecture::kQwen3, 128, 2, 4, 2, 32, 256, 512, 256, 1000000.0f, false},
+    // Every matrix's rows a whole number of 8-block runs (q4_0x4_lines), tied embeddings.
+    {"tiny-wide", Architecture::kQwen3, 256, 2, 8, 4, 32, 512, 512, 256, 1000000.0f, true},
 };
 
 // Deterministic per tensor: the seed and the tensor index define the values, so tensors can be
@@ -83,7 +85,7 @@ absl::StatusOr<SourceModel> MakeSynthetic(const std::string& preset, uint64_t se
   }
   if (p == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown synthetic preset '", preset,
-                                                   "' (known: qwen3-0.6b, qwen3-1.7b, llama-1b, tiny)"));
+                                                   "' (known: qwen3-0.6b, qwen3-1.7b, llama-1b, tiny, tiny-wide)"));
   }
   SourceModel m;
   ModelConfig& c = m.config;

@@ -2,6 +2,7 @@
 // against what the chosen backend can read, so a session never meets a surprise.
 #include "decoder/model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -51,6 +52,7 @@ absl::StatusOr<std::unique_ptr<Model>> Model::Load(const std::string& path, cons
                                             " tokens but the model's vocabulary is ", m->config_.vocab_size));
   }
   if (auto s = m->Resolve(); !s.ok()) return AsBadFile(path, s);
+  if (m->backend_->wants_q4_0x4_lines) m->RegroupQ4_0x4Lines();
   const int half = m->config_.head_dim / 2;
   for (int i = 0; i < half; ++i) {
     m->rope_inv_freq_.push_back(
@@ -131,6 +133,31 @@ absl::Status Model::Resolve() {
   }
 #undef KESTREL_TRY
   return absl::OkStatus();
+}
+
+void Model::RegroupQ4_0x4Lines() {
+  std::vector<MatrixView*> views = {&token_embeddings_, &output_};
+  for (LayerWeights& l : layers_) {
+    for (MatrixView* v : {&l.q, &l.k, &l.v, &l.attn_output, &l.gate, &l.up, &l.down}) views.push_back(v);
+  }
+  const auto regroups = [](const MatrixView& v) {
+    return v.dtype == DType::kQ4_0 && v.layout == Layout::kQ4_0x4 &&
+           CheckLayoutFits(DType::kQ4_0, Layout::kQ4_0x4Lines, v.columns, v.rows).ok();
+  };
+  const uint8_t* const file_bytes = file_->mapping() != nullptr ? file_->mapping()->data() : nullptr;
+  std::vector<const void*> done;  // tensors already regrouped: tied embeddings are also the output
+  const bool copied = file_->EditCopy([&](uint8_t* bytes) {
+    for (const MatrixView* v : views) {
+      if (!regroups(*v) || std::find(done.begin(), done.end(), v->data) != done.end()) continue;
+      RegroupQ4_0x4ToLines(bytes + (static_cast<const uint8_t*>(v->data) - file_bytes), v->columns, v->rows);
+      done.push_back(v->data);
+    }
+  });
+  if (!copied) return;  // a mapped file stays as the file has it
+  for (MatrixView* v : views) {
+    if (std::find(done.begin(), done.end(), v->data) != done.end()) v->layout = Layout::kQ4_0x4Lines;
+  }
+  q4_0x4_lines_tensors_ = static_cast<int>(done.size());
 }
 
 }  // namespace kestrel

@@ -46,10 +46,16 @@ class Model {
   // head_dim/2 RoPE inverse frequencies.
   const std::vector<float>& rope_inv_freq() const { return rope_inv_freq_; }
   double load_seconds() const { return load_seconds_; }
+  // Tensors the loader regrouped from the file's q4_0x4 to q4_0x4_lines for the backend (0 unless
+  // it wants them and the file's bytes are a copy; format/layout.h).
+  int q4_0x4_lines_tensors() const { return q4_0x4_lines_tensors_; }
 
  private:
   Model() = default;
   absl::Status Resolve();
+  // Where the backend reads q4_0x4 faster as q4_0x4_lines and the file's bytes are a private copy,
+  // regroups the matrices that fit it, in place, and says so in their views.
+  void RegroupQ4_0x4Lines();
 
   std::unique_ptr<VqfFile> file_;
   ModelConfig config_;
@@ -60,6 +66,7 @@ class Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> rope_inv_freq_;
   double load_seconds_ = 0;
+  int q4_0x4_lines_tensors_ = 0;
 };
 
 }  // namespace kestrel

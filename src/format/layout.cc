@@ -12,6 +12,8 @@ const char* LayoutName(Layout l) {
     case Layout::kPlain: return "plain";
     case Layout::kQ4_0x4: return "q4_0x4";
     case Layout::kQ8_0x8: return "q8_0x8";
+    case Layout::kQ4_0x4Lines:
+      return "q4_0x4_lines";
   }
   return "unknown";
 }
@@ -30,6 +32,8 @@ int LayoutTileRows(Layout l) {
     case Layout::kPlain: return 1;
     case Layout::kQ4_0x4: return 4;
     case Layout::kQ8_0x8: return 8;
+    case Layout::kQ4_0x4Lines:
+      return 4;
   }
   return 1;
 }
@@ -39,6 +43,8 @@ int LayoutChunkBytes(Layout l) {
     case Layout::kPlain: return 0;
     case Layout::kQ4_0x4: return 4;  // 4 bytes = 8 nibbles: one sdot lane group per row
     case Layout::kQ8_0x8: return 8;  // 8 bytes per row per chunk: two sdot lanes
+    case Layout::kQ4_0x4Lines:
+      return 4;
   }
   return 0;
 }
@@ -48,6 +54,8 @@ std::optional<DType> LayoutRequiredDType(Layout l) {
     case Layout::kPlain: return std::nullopt;
     case Layout::kQ4_0x4: return DType::kQ4_0;
     case Layout::kQ8_0x8: return DType::kQ8_0;
+    case Layout::kQ4_0x4Lines:
+      return DType::kQ4_0;
   }
   return std::nullopt;
 }
@@ -69,6 +77,11 @@ absl::Status CheckLayoutFits(DType t, Layout l, int64_t columns, int64_t rows) {
     return absl::InvalidArgumentError(absl::StrCat("layout ", LayoutName(l), " needs a row count that is a multiple of ",
                                                    LayoutTileRows(l), ", found ", rows));
   }
+  if (l == Layout::kQ4_0x4Lines && columns % (kQuantBlockSize * kLineRunBlocks) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("layout ", LayoutName(l),
+                                                   " needs a row length that is a multiple of ",
+                                                   kQuantBlockSize * kLineRunBlocks, ", found ", columns));
+  }
   return absl::OkStatus();
 }
 
@@ -76,10 +89,41 @@ size_t MatrixBytes(DType t, int64_t columns, int64_t rows) {
   return DTypeRowBytes(t, columns) * static_cast<size_t>(rows);
 }
 
+TiledGroup TiledGroupAt(Layout l, int64_t columns, int64_t tile, int64_t b) {
+  const int tile_rows = LayoutTileRows(l);
+  const int64_t blocks_per_row = columns / kQuantBlockSize;
+  const size_t group_bytes = DTypeBlockBytes(*LayoutRequiredDType(l)) * static_cast<size_t>(tile_rows);
+  if (l == Layout::kQ4_0x4Lines) {
+    // The run of 8 groups holding block b takes their bytes: 8 groups' scales, then 8 quant lines.
+    const int64_t in_run = b % kLineRunBlocks;
+    const size_t run = static_cast<size_t>(tile * blocks_per_row + b - in_run) * group_bytes;
+    const size_t scale_bytes = 2 * static_cast<size_t>(tile_rows);
+    return {run + scale_bytes * static_cast<size_t>(in_run),
+            run + scale_bytes * kLineRunBlocks + (group_bytes - scale_bytes) * static_cast<size_t>(in_run)};
+  }
+  const size_t group = static_cast<size_t>(tile * blocks_per_row + b) * group_bytes;
+  return {group, group + 2 * static_cast<size_t>(tile_rows)};
+}
+
+void RegroupQ4_0x4ToLines(void* data, int64_t columns, int64_t rows) {
+  auto* bytes = static_cast<uint8_t*>(data);
+  constexpr size_t kGroup = 72, kScales = 8, kQuants = kGroup - kScales;  // a q4_0x4 group: 4 scales, 64 quant bytes
+  uint8_t run[kGroup * kLineRunBlocks];
+  const int64_t runs = rows / 4 * (columns / kQuantBlockSize / kLineRunBlocks);
+  for (int64_t i = 0; i < runs; ++i) {
+    uint8_t* at = bytes + static_cast<size_t>(i) * sizeof(run);
+    std::memcpy(run, at, sizeof(run));
+    for (size_t j = 0; j < kLineRunBlocks; ++j) {
+      std::memcpy(at + kScales * j, run + kGroup * j, kScales);
+      std::memcpy(at + kScales * kLineRunBlocks + kQuants * j, run + kGroup * j + kScales, kQuants);
+    }
+  }
+}
+
 namespace {
 
 // Walks every (tile, block column, row in tile) and calls fn(plain_block, tiled_scale, tiled_quants,
-// quant_bytes, chunk_bytes, tile_rows).
+// row_in_tile, quant_bytes, tile_rows).
 template <typename Fn>
 void ForEachTiledBlock(Layout l, int64_t columns, int64_t rows, Fn&& fn) {
   const int tile_rows = LayoutTileRows(l);
@@ -87,14 +131,13 @@ void ForEachTiledBlock(Layout l, int64_t columns, int64_t rows, Fn&& fn) {
   const size_t block_bytes = DTypeBlockBytes(t);
   const size_t quant_bytes = block_bytes - 2;
   const int64_t blocks_per_row = columns / kQuantBlockSize;
-  const size_t group_bytes = block_bytes * tile_rows;
   for (int64_t tile = 0; tile < rows / tile_rows; ++tile) {
     for (int64_t b = 0; b < blocks_per_row; ++b) {
-      const size_t group = static_cast<size_t>(tile * blocks_per_row + b) * group_bytes;
+      const TiledGroup group = TiledGroupAt(l, columns, tile, b);
       for (int r = 0; r < tile_rows; ++r) {
         const int64_t row = tile * tile_rows + r;
         const size_t plain = static_cast<size_t>(row * blocks_per_row + b) * block_bytes;
-        fn(plain, group + 2 * r, group + 2 * tile_rows, r, quant_bytes, tile_rows);
+        fn(plain, group.scales + 2 * r, group.quants, r, quant_bytes, tile_rows);
       }
     }
   }
@@ -145,9 +188,9 @@ void DequantizeMatrixRow(DType t, Layout l, const void* data, int64_t columns, i
   const int r = static_cast<int>(row % tile_rows);
   uint8_t block[64];  // largest block is 34 bytes; no heap use on the per-token path
   for (int64_t b = 0; b < blocks_per_row; ++b) {
-    const size_t group = static_cast<size_t>(tile * blocks_per_row + b) * block_bytes * tile_rows;
-    std::memcpy(block, bytes + group + 2 * r, 2);
-    const size_t quants = group + 2 * tile_rows;
+    const TiledGroup group = TiledGroupAt(l, columns, tile, b);
+    std::memcpy(block, bytes + group.scales + 2 * r, 2);
+    const size_t quants = group.quants;
     for (size_t k = 0; k < (block_bytes - 2) / chunk; ++k) {
       std::memcpy(block + 2 + k * chunk, bytes + quants + (k * tile_rows + r) * chunk, chunk);
     }

@@ -122,6 +122,14 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
 
 uint64_t MappedFile::HugePageBytes() const { return HugePageBytesIn(data_, size_); }
 
+bool MappedFile::EditCopy(absl::FunctionRef<void(uint8_t* bytes)> edit) {
+  if (copy_.data() == nullptr) return false;
+  copy_.Unprotect();
+  edit(copy_.data());
+  copy_.Protect();
+  return true;
+}
+
 MappedFile::~MappedFile() {
   if (copy_.data() == nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

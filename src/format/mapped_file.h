@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "platform/huge_page_buffer.h"
 
@@ -46,6 +47,10 @@ class MappedFile {
   // Bytes of the file the kernel currently holds on huge pages (from /proc/self/smaps; 0 where it
   // cannot tell). Huge pages are a request, not a promise: fragmented memory gives fewer.
   uint64_t HugePageBytes() const;
+  // Where the bytes are a private copy (kHugePageCopy, kSmallPageCopy): makes them writable, calls
+  // edit with their start, and makes them read-only again; returns whether it did (false, without
+  // calling edit, for a mapped file).
+  bool EditCopy(absl::FunctionRef<void(uint8_t* bytes)> edit);
 
   // Whether kAuto copies a file of `size` bytes: Linux with transparent huge pages not disabled,
   // and the file within half of the memory available now (the copy is not reclaimable as page

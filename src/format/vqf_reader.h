@@ -53,6 +53,11 @@ class VqfFile {
   const std::string& origin() const { return origin_; }
   // How the bytes are held; null for an image from Parse.
   const MappedFile* mapping() const { return mapping_.get(); }
+  // MappedFile::EditCopy on the file's bytes (false for a mapped file or an in-memory image). What
+  // edit changes is the caller's to keep consistent: the model loader only regroups tensor bytes.
+  bool EditCopy(absl::FunctionRef<void(uint8_t* bytes)> edit) {
+    return mapping_ != nullptr && mapping_->EditCopy(edit);
+  }
 
  private:
   VqfFile() = default;

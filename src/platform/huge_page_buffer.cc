@@ -72,6 +72,10 @@ void HugePageBuffer::Protect() {
   if (data_ != nullptr) ::mprotect(data_, (size_ + kHugePage - 1) & ~(kHugePage - 1), PROT_READ);
 }
 
+void HugePageBuffer::Unprotect() {
+  if (data_ != nullptr) ::mprotect(data_, (size_ + kHugePage - 1) & ~(kHugePage - 1), PROT_READ | PROT_WRITE);
+}
+
 uint64_t HugePageBytesIn(const void* data, size_t size) {
   // smaps lists each memory area as "start-end perms ..." followed by "Key: N kB" lines; sum the
   // huge-page lines of the areas that overlap the span.

@@ -31,6 +31,8 @@ class HugePageBuffer {
   size_t size() const { return size_; }
   // Makes the memory read-only: a stray write then faults instead of corrupting it.
   void Protect();
+  // Makes it writable again.
+  void Unprotect();
 
  private:
   uint8_t* data_ = nullptr;
