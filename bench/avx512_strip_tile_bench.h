@@ -6,8 +6,6 @@
 
 #include <cstdint>
 
-#include "backend/kernels.h"
-
 namespace kestrel::avx512_strip_tile_bench {
 
 // Multiply-adds (x2: operations) of one RunPackedStripChunk call.
@@ -29,16 +27,5 @@ void RunPackedStripChunk(bool even_tiles);
 // VALIGNQ) instead of one load across two lines, as the kernel loads them; data 64-byte aligned
 // (bench/README.md, thirty-eighth session).
 uint64_t ReadDecodePattern(const uint8_t* data, int64_t rows, int64_t blocks, bool by_lines);
-
-// Line units, a layout tried as a bench (bench/README.md, thirty-ninth session): the bytes of a
-// q4_0x4 matrix (rows a multiple of 4, blocks of 8) regrouped so that no load crosses a cache line.
-// Each tile's blocks 8u .. 8u + 7 become one 576-byte run (9 lines, the size of their 8 units): the
-// 8 units' scales in the first line, then each unit's 64 quant bytes, a line each.
-void RepackToLineUnits(const uint8_t* q4_0x4, uint8_t* out, int64_t rows, int64_t blocks);
-// One-token Q4_0 product over line units (64-byte aligned): rows [row_begin, row_end) (32-row steps
-// from a multiple of 32), with the tile order's walk and the avx512_vnni decode's arithmetic, so
-// its sums are those of the library's kernel to the bit.
-void DecodeLineUnits(const uint8_t* data, int64_t blocks, const Activations& x, float* y, int64_t row_begin,
-                     int64_t row_end);
 
 }  // namespace kestrel::avx512_strip_tile_bench

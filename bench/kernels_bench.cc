@@ -312,54 +312,50 @@ void BenchDecodePattern(benchmark::State& state, bool by_lines, int threads) {
 }
 #endif
 
-#ifdef KESTREL_BENCH_AVX512_STRIP_TILE
-// The decode kernel over the 2048 x 151936 q4_0x4 matrix (forced path `path`) and the line-unit
-// kernel over the same bytes regrouped (RepackToLineUnits), in turn as BenchPathPairs times two
-// paths: the median and quartiles of the time ratios line units / kernel, and each side's median
-// GB/s. Stops with an error unless both give the same sums to the bit.
-void BenchLineUnitPairs(benchmark::State& state, const Backend* b, int path, int threads) {
+// A backend that wants q4_0x4_lines (Backend::wants_q4_0x4_lines): its decode over the 2048 x
+// 151936 matrix as the file has it (q4_0x4, forced path `path`) and regrouped as the loader
+// regroups a copy (RegroupQ4_0x4ToLines), in turn as BenchPathPairs times two paths: the median
+// and quartiles of the time ratios lines / q4_0x4, and each side's median GB/s. Stops with an
+// error unless both give the same sums to the bit.
+void BenchLinesPairs(benchmark::State& state, const Backend* b, int path, int threads) {
   constexpr int kPairs = 40;
   constexpr int64_t kColumns = 2048, kOutRows = 151936;
   MatrixFixture f = MakeFixture(*b->kernels, DType::kQ4_0, Layout::kQ4_0x4, kColumns, kOutRows, 1, true);
   HugePageBuffer lines = AllocateOrAbort(f.bytes.size(), true);
-  avx512_strip_tile_bench::RepackToLineUnits(f.bytes.data(), lines.data(), kOutRows, kColumns / 32);
+  std::memcpy(lines.data(), f.bytes.data(), f.bytes.size());
+  RegroupQ4_0x4ToLines(lines.data(), kColumns, kOutRows);
+  const MatrixView lines_view{DType::kQ4_0, Layout::kQ4_0x4Lines, lines.data(), kColumns, kOutRows};
   const Activations x = f.Input(*b->kernels, DType::kQ4_0, 1, kColumns);
-  std::vector<float> y_kernel(kOutRows), y_lines(kOutRows);
+  std::vector<float> y_x4(kOutRows), y_lines(kOutRows);
   ThreadPool pool(threads);
   RowScheduler rows(threads);
-  const auto timed = [&](bool line_units) {
+  const auto timed = [&](bool regrouped) {
     FasterPath::ForceForTesting(path);
-    float* y = line_units ? y_lines.data() : y_kernel.data();
-    const auto run = [&](int64_t begin, int64_t end) {
-      if (line_units) {
-        avx512_strip_tile_bench::DecodeLineUnits(lines.data(), kColumns / 32, x, y, begin, end);
-      } else {
-        b->kernels->matmul(f.view, x, y, kOutRows, begin, end);
-      }
-    };
+    const MatrixView& w = regrouped ? lines_view : f.view;
+    float* y = regrouped ? y_lines.data() : y_x4.data();
     const auto start = std::chrono::steady_clock::now();
-    rows.Plan(kOutRows, threads, 8, 32);  // the line-unit kernel steps 32 rows
+    rows.Plan(kOutRows, threads, 8, ChunkRowAlign(w.layout));
     pool.Run([&](int part, int) {
       RowScheduler::Chunk c{};
-      while (rows.Next(part, &c)) run(c.begin, c.end);
+      while (rows.Next(part, &c)) b->kernels->matmul(w, x, y, kOutRows, c.begin, c.end);
     });
     benchmark::DoNotOptimize(y);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   timed(false), timed(true);  // pages both copies in
-  if (std::memcmp(y_kernel.data(), y_lines.data(), sizeof(float) * kOutRows) != 0) {
-    state.SkipWithError("the line-unit kernel's sums differ from the kernel's");
+  if (std::memcmp(y_x4.data(), y_lines.data(), sizeof(float) * kOutRows) != 0) {
+    state.SkipWithError("the sums over q4_0x4_lines differ from those over q4_0x4");
     FasterPath::ForceForTesting(-1);
     return;
   }
-  std::vector<double> ratios, kernel_s, lines_s;
+  std::vector<double> ratios, x4_s, lines_s;
   for (auto _ : state) {
     for (int i = 0; i < kPairs; ++i) {
       const bool lines_first = i % 2 != 0;
       const double t0 = timed(lines_first), t1 = timed(!lines_first);
-      const double tk = lines_first ? t1 : t0, tl = lines_first ? t0 : t1;
-      ratios.push_back(tl / tk);
-      kernel_s.push_back(tk);
+      const double tx = lines_first ? t1 : t0, tl = lines_first ? t0 : t1;
+      ratios.push_back(tl / tx);
+      x4_s.push_back(tx);
       lines_s.push_back(tl);
     }
   }
@@ -367,16 +363,14 @@ void BenchLineUnitPairs(benchmark::State& state, const Backend* b, int path, int
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  std::vector<double> sorted = ratios;
-  std::sort(sorted.begin(), sorted.end());
-  state.counters["median"] = sorted[sorted.size() / 2];
-  state.counters["q1"] = sorted[sorted.size() / 4];
-  state.counters["q3"] = sorted[3 * sorted.size() / 4];
-  state.counters["kernel_GB/s"] = static_cast<double>(f.bytes.size()) / median(kernel_s) / 1e9;
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["median"] = ratios[ratios.size() / 2];
+  state.counters["q1"] = ratios[ratios.size() / 4];
+  state.counters["q3"] = ratios[3 * ratios.size() / 4];
+  state.counters["q4_0x4_GB/s"] = static_cast<double>(f.bytes.size()) / median(x4_s) / 1e9;
   state.counters["lines_GB/s"] = static_cast<double>(f.bytes.size()) / median(lines_s) / 1e9;
   FasterPath::ForceForTesting(-1);
 }
-#endif
 
 void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n, 0.5f);
@@ -578,10 +572,11 @@ void RegisterAll() {
     DType dtype;
     Layout layout;
   };
-  const Case cases[] = {{DType::kQ4_0, Layout::kPlain}, {DType::kQ4_0, Layout::kQ4_0x4},
-                        {DType::kQ8_0, Layout::kPlain}, {DType::kQ8_0, Layout::kQ8_0x8},
-                        {DType::kF16, Layout::kPlain},  {DType::kBF16, Layout::kPlain},
-                        {DType::kF32, Layout::kPlain}};
+  // q4_0x4_lines: only in memory, regrouped by the loader for backends that want it.
+  const Case cases[] = {{DType::kQ4_0, Layout::kPlain},       {DType::kQ4_0, Layout::kQ4_0x4},
+                        {DType::kQ4_0, Layout::kQ4_0x4Lines}, {DType::kQ8_0, Layout::kPlain},
+                        {DType::kQ8_0, Layout::kQ8_0x8},      {DType::kF16, Layout::kPlain},
+                        {DType::kBF16, Layout::kPlain},       {DType::kF32, Layout::kPlain}};
   for (const Backend* b : CompiledBackends()) {
     if (!b->cpu_supports()) continue;
     const std::string prefix = std::string(b->name) + "/";
@@ -616,6 +611,20 @@ void RegisterAll() {
                 BenchPathPairs, b, c.dtype, c.layout, 0, path, threads)
                 ->Iterations(1)
                 ->Unit(benchmark::kMillisecond);
+          }
+        }
+        // Decode over the same bytes regrouped as q4_0x4_lines, paired against q4_0x4's paths 0 and 1.
+        if (b->wants_q4_0x4_lines && c.layout == Layout::kQ4_0x4) {
+          for (int threads = 1; threads <= 2; ++threads) {
+            for (int path = 0; path < 2; ++path) {
+              benchmark::RegisterBenchmark(
+                  (prefix + "gemv_" + name + "/2048x151936/" + (threads == 1 ? "pairs" : "pairs2t") + "/lines_vs_path" +
+                   std::to_string(path))
+                      .c_str(),
+                  BenchLinesPairs, b, path, threads)
+                  ->Iterations(1)
+                  ->Unit(benchmark::kMillisecond);
+            }
           }
         }
 #ifdef KESTREL_BENCH_AVX512_STRIP_TILE
@@ -664,17 +673,6 @@ void RegisterAll() {
                                             (threads == 2 ? "/2t" : "") + (by_lines ? "/by_lines" : ""))
                                                .c_str(),
                                            BenchDecodePattern, by_lines, threads)
-                  ->Unit(benchmark::kMillisecond);
-            }
-          }
-          for (int threads = 1; threads <= 2; ++threads) {
-            for (int path = 0; path < 2; ++path) {
-              benchmark::RegisterBenchmark(
-                  (prefix + "gemv_" + name + "/2048x151936/" + (threads == 1 ? "pairs" : "pairs2t") +
-                   "/line_units_vs_path" + std::to_string(path))
-                      .c_str(),
-                  BenchLineUnitPairs, b, path, threads)
-                  ->Iterations(1)
                   ->Unit(benchmark::kMillisecond);
             }
           }
