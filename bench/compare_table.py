@@ -48,6 +48,8 @@ def main():
             if engine == "kestrel":
                 # With how Kestrel held its weights (huge-page copy or mapped), where the bench says.
                 weights = row.get("weights")
+                if weights and row.get("q4_0x4_lines_tensors"):
+                    weights += ", q4_0x4_lines"  # Q4_0 regrouped on load for the backend
                 backends[qtype] = row["backend"] + (f", {weights}" if weights else "")
             runs[(qtype, row["test"], row["threads"], engine)].append(row["tokens_per_second"])
 

@@ -388,9 +388,11 @@ int main(int argc, char** argv) {
   // How the weights were held, with the share the OS really put on huge pages.
   const MappedFile& mapping = *(*model)->file().mapping();
   const double huge_share = static_cast<double>(mapping.HugePageBytes()) / static_cast<double>(mapping.size());
-  char weights_note[64];
-  std::snprintf(weights_note, sizeof(weights_note), "%s (%.0f%% huge)", FileResidenceName(mapping.residence()),
-                100.0 * huge_share);
+  // And whether the loader regrouped the Q4_0 matrices for the backend (format/layout.h).
+  const int lines_tensors = (*model)->q4_0x4_lines_tensors();
+  char weights_note[96];
+  std::snprintf(weights_note, sizeof(weights_note), "%s (%.0f%% huge)%s", FileResidenceName(mapping.residence()),
+                100.0 * huge_share, lines_tensors > 0 ? ", q4_0x4_lines" : "");
   const double size_gib = static_cast<double>((*model)->file().file_bytes()) / (1ull << 30);
   if (output == "json") {
     std::printf("[\n");
@@ -398,11 +400,11 @@ int main(int argc, char** argv) {
       const Result& r = results[i];
       std::printf(
           "  {\"model\": \"%s\", \"size_bytes\": %llu, \"params\": %llu, \"backend\": \"%s\", \"threads\": %d, "
-          "\"kv_type\": \"%s\", \"weights\": \"%s\", \"weights_on_huge_pages\": %.3f, \"test\": \"%s\", "
-          "\"tokens_per_second\": %.3f, \"stddev\": %.3f",
+          "\"kv_type\": \"%s\", \"weights\": \"%s\", \"weights_on_huge_pages\": %.3f, "
+          "\"q4_0x4_lines_tensors\": %d, \"test\": \"%s\", \"tokens_per_second\": %.3f, \"stddev\": %.3f",
           name.c_str(), static_cast<unsigned long long>((*model)->file().file_bytes()),
           static_cast<unsigned long long>(params), (*model)->backend().name, r.threads, kv_name,
-          FileResidenceName(mapping.residence()), huge_share, r.test.c_str(), r.mean, r.stddev);
+          FileResidenceName(mapping.residence()), huge_share, lines_tensors, r.test.c_str(), r.mean, r.stddev);
       if (r.bandwidth_gbps > 0) std::printf(", \"read_bandwidth_gbps\": %.2f", r.bandwidth_gbps);
       if (r.fraction > 0) {
         std::printf(", \"bandwidth_limit_tokens_per_second\": %.3f, \"bandwidth_fraction\": %.3f, "
