@@ -13,7 +13,7 @@ enum class Layout : uint32_t {
   kQ8_0x8 = 2,  // Q8_0, 8 rows interleaved per tile (docs/vqf.md)
   // In memory only, never in a file (readers refuse it there; kLayoutCount does not count it):
   // q4_0x4's bytes regrouped so that each tile's 8 blocks fill 9 whole cache lines (format/layout.h).
-  // The loader regroups a copy of the file for backends that read it faster (Backend::reads_q4_0x4_lines).
+  // The loader regroups a copy of the file for backends that read it faster (Backend::wants_q4_0x4_lines).
   kQ4_0x4Lines = 3,
 };
 // Layouts a file may hold: ids below this.
