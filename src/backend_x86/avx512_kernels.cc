@@ -259,6 +259,19 @@ void PrefillRows(const uint8_t* data, int64_t blocks, const Activations& x, floa
   }
 }
 
+// acc plus one token's block against 16 rows of weights, summed as the reference sums it: the
+// integer dot product (offset: -zero point x the activations' sum, where the weights are stored
+// unsigned) times d_w x d_a. Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency.
+inline __m512 AddDecodeBlock(__m512 acc, const WeightBlock& w, const BlockQ8_0* ab, __m512i offset, __m512 as) {
+  __m512i low = offset, high = _mm512_setzero_si512();
+  for (int k = 0; k < 4; ++k) {
+    low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(ab->qs + 4 * k));
+    high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(ab->qs + 16 + 4 * k));
+  }
+  const __m512 scale = _mm512_mul_ps(w.scale, as);
+  return _mm512_add_ps(acc, _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
+}
+
 // Decode: one token against G adjacent 16-row groups at once, each stream prefetching what it will
 // read a little later (PrefetchOrder). One-thread Q4_0 tg32 read 67-70% of
 // the bandwidth probe with one group, 75-78% with two groups taken from the two halves of the range
@@ -353,14 +366,7 @@ void DecodeGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, c
       Weights::PrefetchAt(group + ahead, stride, kTiles);
       WeightBlock w;
       Weights::LoadAt(group, stride, kWhole ? kTiles : n_tiles, &w);
-      // Two chains (elements 0-15 and 16-31) halve the VPDPBUSD latency per block.
-      __m512i low = offset, high = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
-        low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(ab->qs + 4 * k));
-        high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(ab->qs + 16 + 4 * k));
-      }
-      const __m512 scale = _mm512_mul_ps(w.scale, as);
-      acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
+      acc[g] = AddDecodeBlock(acc[g], w, ab, offset, as);
     }
     unit += Weights::kUnitBytes;
   };
@@ -506,32 +512,14 @@ void DecodeLineGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_row
         const BlockQ8_0* ab = a + b;
         __asm__("" : "+r"(ab));  // as in DecodeGroups: each group broadcasts its own words
         const uint8_t* group = run + g * kTiles * tile_bytes;
-        __m512i tile[kTiles];
-        long long scales[kTiles];
-        for (int t = 0; t < kTiles; ++t) {
-          if (t < n_tiles) {
-            const uint8_t* lines = group + t * tile_bytes;
-            PrefetchLine<false>(lines + ahead + 64 * (j + 1));
-            if (j == 0) PrefetchLine<false>(lines + ahead);
-            std::memcpy(&scales[t], Weights::Scales(lines, b), 8);
-            tile[t] = _mm512_loadu_si512(Weights::Quants(lines, b));  // a line where the data is aligned
-          } else {
-            scales[t] = 0;
-            tile[t] = _mm512_setzero_si512();
-          }
+        for (int t = 0; t < n_tiles; ++t) {
+          const uint8_t* ahead_run = group + t * tile_bytes + ahead;
+          PrefetchLine<false>(Weights::Quants(ahead_run, b));
+          if (j == 0) PrefetchLine<false>(ahead_run);
         }
-        __m512i chunk[4];
-        TilesToChunks(tile, chunk);
         WeightBlock w;
-        w.scale = HalvesToFloat(_mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]));
-        SplitNibbles(chunk, &w);
-        __m512i low = offset, high = _mm512_setzero_si512();
-        for (int k = 0; k < 4; ++k) {
-          low = _mm512_dpbusd_epi32(low, w.u[k], Broadcast4(ab->qs + 4 * k));
-          high = _mm512_dpbusd_epi32(high, w.u[4 + k], Broadcast4(ab->qs + 16 + 4 * k));
-        }
-        const __m512 scale = _mm512_mul_ps(w.scale, as);
-        acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(IntToFloat(_mm512_add_epi32(low, high)), scale));
+        Weights::LoadAt(group, tile_bytes, n_tiles, b, &w);
+        acc[g] = AddDecodeBlock(acc[g], w, ab, offset, as);
       }
     }
   }

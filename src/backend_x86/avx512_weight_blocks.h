@@ -213,15 +213,17 @@ struct LinedQ4_0x4 {
       PrefetchLine<kToL2>(Quants(run, b));
     }
   }
-  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
-                         __m512i* chunk) {
+  // Block b of the 16 rows whose first tile's run is run0 (tile t's is t * stride on), as
+  // TiledQ4_0x4::LoadChunksAt gives it; tiles from n_tiles on read as zero.
+  static void LoadChunksAt(const uint8_t* run0, int64_t stride, int n_tiles, int64_t b, __m256i* scales_out,
+                           __m512i* chunk) {
     __m512i tile[4];
     long long scales[4];
     for (int t = 0; t < 4; ++t) {
-      if (t * 4 < n_rows) {
-        const uint8_t* run = Run(data, blocks, r0, t, b);
+      if (t < n_tiles) {
+        const uint8_t* run = run0 + t * stride;
         std::memcpy(&scales[t], Scales(run, b), 8);
-        tile[t] = _mm512_loadu_si512(Quants(run, b));  // aligned where the data is
+        tile[t] = _mm512_loadu_si512(Quants(run, b));  // a line where the data is aligned
       } else {
         scales[t] = 0;
         tile[t] = _mm512_setzero_si512();
@@ -230,12 +232,15 @@ struct LinedQ4_0x4 {
     *scales_out = _mm256_setr_epi64x(scales[0], scales[1], scales[2], scales[3]);
     TilesToChunks(tile, chunk);
   }
-  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+  static void LoadAt(const uint8_t* run0, int64_t stride, int n_tiles, int64_t b, WeightBlock* out) {
     __m256i scales;
     __m512i chunk[4];
-    LoadChunks(data, blocks, r0, n_rows, b, &scales, chunk);
+    LoadChunksAt(run0, stride, n_tiles, b, &scales, chunk);
     out->scale = HalvesToFloat(scales);
     SplitNibbles(chunk, out);
+  }
+  static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
+    LoadAt(Run(data, blocks, r0, 0, b), blocks * kGroupBytes, (n_rows + 3) / 4, b, out);
   }
   static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
     for (int t = 0; t < 4; ++t) {
