@@ -123,8 +123,7 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(const std::string& 
 uint64_t MappedFile::HugePageBytes() const { return HugePageBytesIn(data_, size_); }
 
 bool MappedFile::EditCopy(absl::FunctionRef<void(uint8_t* bytes)> edit) {
-  if (copy_.data() == nullptr) return false;
-  copy_.Unprotect();
+  if (copy_.data() == nullptr || !copy_.Unprotect()) return false;
   edit(copy_.data());
   copy_.Protect();
   return true;

@@ -49,7 +49,7 @@ class MappedFile {
   uint64_t HugePageBytes() const;
   // Where the bytes are a private copy (kHugePageCopy, kSmallPageCopy): makes them writable, calls
   // edit with their start, and makes them read-only again; returns whether it did (false, without
-  // calling edit, for a mapped file).
+  // calling edit, for a mapped file or where the OS refuses to make the copy writable).
   bool EditCopy(absl::FunctionRef<void(uint8_t* bytes)> edit);
 
   // Whether kAuto copies a file of `size` bytes: Linux with transparent huge pages not disabled,

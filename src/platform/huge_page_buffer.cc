@@ -72,8 +72,8 @@ void HugePageBuffer::Protect() {
   if (data_ != nullptr) ::mprotect(data_, (size_ + kHugePage - 1) & ~(kHugePage - 1), PROT_READ);
 }
 
-void HugePageBuffer::Unprotect() {
-  if (data_ != nullptr) ::mprotect(data_, (size_ + kHugePage - 1) & ~(kHugePage - 1), PROT_READ | PROT_WRITE);
+bool HugePageBuffer::Unprotect() {
+  return data_ != nullptr && ::mprotect(data_, (size_ + kHugePage - 1) & ~(kHugePage - 1), PROT_READ | PROT_WRITE) == 0;
 }
 
 uint64_t HugePageBytesIn(const void* data, size_t size) {

@@ -31,8 +31,8 @@ class HugePageBuffer {
   size_t size() const { return size_; }
   // Makes the memory read-only: a stray write then faults instead of corrupting it.
   void Protect();
-  // Makes it writable again.
-  void Unprotect();
+  // Makes it writable again; false (and still read-only) where the OS refuses.
+  bool Unprotect();
 
  private:
   uint8_t* data_ = nullptr;
