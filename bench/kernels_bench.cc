@@ -125,54 +125,81 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
   FasterPath::ForceForTesting(-1);
 }
 
-// Two forced decode paths over the same 2048 x 151936 matrix in turn, kPairs pairs, the order swapped
-// every pair: the median and quartiles of the time ratios path_b / path_a. On the shared host the
-// GB/s of separate cases moved by 10-20% between minutes; paired calls share the moment. With more
-// than one thread the rows are handed out as the session hands out a product's (RowScheduler, 8
-// chunks a thread on ChunkRowAlign's boundaries): which walk is faster differs between one and two threads on
-// the Zen 5 (bench/README.md, thirty-seventh session).
+// One one-token product over the whole of `w` with decode path `path` forced, timed in seconds: on
+// one thread a single call, on more the rows handed out as the session hands out a product's
+// (RowScheduler, 8 chunks a thread on ChunkRowAlign's boundaries).
+class DecodeTimer {
+ public:
+  explicit DecodeTimer(int threads) : threads_(threads), pool_(threads), rows_(threads) {}
+  double operator()(const Backend* b, const MatrixView& w, const Activations& x, float* y, int path) {
+    FasterPath::ForceForTesting(path);
+    const auto start = std::chrono::steady_clock::now();
+    if (threads_ == 1) {
+      b->kernels->matmul(w, x, y, w.rows, 0, w.rows);
+    } else {
+      rows_.Plan(w.rows, threads_, 8, ChunkRowAlign(w.layout));
+      pool_.Run([&](int part, int) {
+        RowScheduler::Chunk c{};
+        while (rows_.Next(part, &c)) b->kernels->matmul(w, x, y, w.rows, c.begin, c.end);
+      });
+    }
+    benchmark::DoNotOptimize(y);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+ private:
+  int threads_;
+  ThreadPool pool_;
+  RowScheduler rows_;
+};
+
+// kPairs calls of time_a and time_b, the order swapped every pair: the median and quartiles of the
+// time ratios b / a as counters; each side's times appended to *a_times and *b_times.
+template <typename A, typename B>
+void PairUp(benchmark::State& state, A time_a, B time_b, std::vector<double>* a_times, std::vector<double>* b_times) {
+  constexpr int kPairs = 40;
+  std::vector<double> ratios;
+  for (auto _ : state) {
+    for (int i = 0; i < kPairs; ++i) {
+      double ta, tb;
+      if (i % 2 == 0) {
+        ta = time_a(), tb = time_b();
+      } else {
+        tb = time_b(), ta = time_a();
+      }
+      ratios.push_back(tb / ta);
+      a_times->push_back(ta);
+      b_times->push_back(tb);
+    }
+  }
+  std::sort(ratios.begin(), ratios.end());
+  state.counters["median"] = ratios[ratios.size() / 2];
+  state.counters["q1"] = ratios[ratios.size() / 4];
+  state.counters["q3"] = ratios[3 * ratios.size() / 4];
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Two forced decode paths over the same 2048 x 151936 matrix in turn (PairUp): the median and
+// quartiles of the time ratios path_b / path_a. On the shared host the GB/s of separate cases moved
+// by 10-20% between minutes; paired calls share the moment. With more than one thread the rows are
+// handed out as the session does (DecodeTimer): which walk is faster differs between one and two
+// threads on the Zen 5 (bench/README.md, thirty-seventh session).
 void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b,
                     int threads) {
-  constexpr int kPairs = 40;
   constexpr int64_t kOutRows = 151936;
   MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, 2048, kOutRows, 1, true);
   const Activations x = f.Input(*b->kernels, dtype, 1, 2048);
   std::vector<float> y(kOutRows);
-  ThreadPool pool(threads);
-  RowScheduler rows(threads);
-  const auto timed = [&](int path) {
-    FasterPath::ForceForTesting(path);
-    const auto start = std::chrono::steady_clock::now();
-    if (threads == 1) {
-      b->kernels->matmul(f.view, x, y.data(), kOutRows, 0, kOutRows);
-    } else {
-      rows.Plan(kOutRows, threads, 8, ChunkRowAlign(layout));
-      pool.Run([&](int part, int) {
-        RowScheduler::Chunk c{};
-        while (rows.Next(part, &c)) b->kernels->matmul(f.view, x, y.data(), kOutRows, c.begin, c.end);
-      });
-    }
-    benchmark::DoNotOptimize(y.data());
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  timed(path_a);  // pages the weights in
-  std::vector<double> ratios;
-  for (auto _ : state) {
-    ratios.clear();
-    for (int i = 0; i < kPairs; ++i) {
-      double ta, tb;
-      if (i % 2 == 0) {
-        ta = timed(path_a), tb = timed(path_b);
-      } else {
-        tb = timed(path_b), ta = timed(path_a);
-      }
-      ratios.push_back(tb / ta);
-    }
-  }
-  std::sort(ratios.begin(), ratios.end());
-  state.counters["median"] = ratios[kPairs / 2];
-  state.counters["q1"] = ratios[kPairs / 4];
-  state.counters["q3"] = ratios[3 * kPairs / 4];
+  DecodeTimer timed(threads);
+  timed(b, f.view, x, y.data(), path_a);  // pages the weights in
+  std::vector<double> a_times, b_times;
+  PairUp(
+      state, [&] { return timed(b, f.view, x, y.data(), path_a); },
+      [&] { return timed(b, f.view, x, y.data(), path_b); }, &a_times, &b_times);
   FasterPath::ForceForTesting(-1);
 }
 
@@ -318,7 +345,6 @@ void BenchDecodePattern(benchmark::State& state, bool by_lines, int threads) {
 // and quartiles of the time ratios lines / q4_0x4, and each side's median GB/s. Stops with an
 // error unless both give the same sums to the bit.
 void BenchLinesPairs(benchmark::State& state, const Backend* b, int path, int threads) {
-  constexpr int kPairs = 40;
   constexpr int64_t kColumns = 2048, kOutRows = 151936;
   MatrixFixture f = MakeFixture(*b->kernels, DType::kQ4_0, Layout::kQ4_0x4, kColumns, kOutRows, 1, true);
   HugePageBuffer lines = AllocateOrAbort(f.bytes.size(), true);
@@ -327,48 +353,19 @@ void BenchLinesPairs(benchmark::State& state, const Backend* b, int path, int th
   const MatrixView lines_view{DType::kQ4_0, Layout::kQ4_0x4Lines, lines.data(), kColumns, kOutRows};
   const Activations x = f.Input(*b->kernels, DType::kQ4_0, 1, kColumns);
   std::vector<float> y_x4(kOutRows), y_lines(kOutRows);
-  ThreadPool pool(threads);
-  RowScheduler rows(threads);
-  const auto timed = [&](bool regrouped) {
-    FasterPath::ForceForTesting(path);
-    const MatrixView& w = regrouped ? lines_view : f.view;
-    float* y = regrouped ? y_lines.data() : y_x4.data();
-    const auto start = std::chrono::steady_clock::now();
-    rows.Plan(kOutRows, threads, 8, ChunkRowAlign(w.layout));
-    pool.Run([&](int part, int) {
-      RowScheduler::Chunk c{};
-      while (rows.Next(part, &c)) b->kernels->matmul(w, x, y, kOutRows, c.begin, c.end);
-    });
-    benchmark::DoNotOptimize(y);
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  timed(false), timed(true);  // pages both copies in
+  DecodeTimer timed(threads);
+  timed(b, f.view, x, y_x4.data(), path), timed(b, lines_view, x, y_lines.data(), path);  // pages both copies in
+  FasterPath::ForceForTesting(-1);
   if (std::memcmp(y_x4.data(), y_lines.data(), sizeof(float) * kOutRows) != 0) {
     state.SkipWithError("the sums over q4_0x4_lines differ from those over q4_0x4");
-    FasterPath::ForceForTesting(-1);
     return;
   }
-  std::vector<double> ratios, x4_s, lines_s;
-  for (auto _ : state) {
-    for (int i = 0; i < kPairs; ++i) {
-      const bool lines_first = i % 2 != 0;
-      const double t0 = timed(lines_first), t1 = timed(!lines_first);
-      const double tx = lines_first ? t1 : t0, tl = lines_first ? t0 : t1;
-      ratios.push_back(tl / tx);
-      x4_s.push_back(tx);
-      lines_s.push_back(tl);
-    }
-  }
-  const auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  std::sort(ratios.begin(), ratios.end());
-  state.counters["median"] = ratios[ratios.size() / 2];
-  state.counters["q1"] = ratios[ratios.size() / 4];
-  state.counters["q3"] = ratios[3 * ratios.size() / 4];
-  state.counters["q4_0x4_GB/s"] = static_cast<double>(f.bytes.size()) / median(x4_s) / 1e9;
-  state.counters["lines_GB/s"] = static_cast<double>(f.bytes.size()) / median(lines_s) / 1e9;
+  std::vector<double> x4_times, lines_times;
+  PairUp(
+      state, [&] { return timed(b, f.view, x, y_x4.data(), path); },
+      [&] { return timed(b, lines_view, x, y_lines.data(), path); }, &x4_times, &lines_times);
+  state.counters["q4_0x4_GB/s"] = static_cast<double>(f.bytes.size()) / Median(x4_times) / 1e9;
+  state.counters["lines_GB/s"] = static_cast<double>(f.bytes.size()) / Median(lines_times) / 1e9;
   FasterPath::ForceForTesting(-1);
 }
 
