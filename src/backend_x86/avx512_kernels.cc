@@ -489,9 +489,12 @@ void DecodeRowsFaster(const uint8_t* data, int64_t blocks, const Activations& x,
 // with DecodeGroups' arithmetic (the same sums to the bit) and its tile order: each of the step's
 // tiles is a stream, prefetched kLeadRuns runs ahead, and past its last run in the tile it reads
 // next (G groups on). One prefetch a line: a block's quant line, and the run's scale line with its
-// first block. Against q4_0x4 in its faster decode path, two threads took 0.85-0.96x the time
-// (kernels bench, bench/README.md thirty-ninth session), so this layout has one walk and no chooser.
-constexpr int64_t kLeadRuns = 2;  // 1152 bytes a stream, about the tile order's 8 KB over 8 streams
+// first block. Paired against q4_0x4's faster decode path (adjacent groups), two threads took
+// 0.89-0.92x the time in most runs (1.00x in two of ten), one thread 0.88-0.98x (kernels bench,
+// bench/README.md thirty-ninth session), so this layout has one walk and no chooser.
+// 1152 bytes a stream, about the tile order's 8 KB over 8 streams; 1 run ahead read 0.98-1.06x
+// q4_0x4's time, 3-4 runs 0.91-0.97x.
+constexpr int64_t kLeadRuns = 2;
 template <int G, bool kWhole = true>
 void DecodeLineGroups(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, const BlockQ8_0* a,
                       const int32_t* sums, const float* a_scale, float* y) {

@@ -186,9 +186,11 @@ struct TiledQ4_0x4 {
 
 // q4_0x4_lines (format/layout.h, in memory only): q4_0x4's groups 8 at a time per tile, the 8
 // groups' scales in the run's first line and then each group's 64 quant bytes in a line of its
-// own. Decode's loads of q4_0x4 cross a line at 8 groups of 9 and need two prefetches a group; here
-// every load is aligned and one prefetch a line covers the stream: two-thread decode 0.85-0.96x the
-// time of q4_0x4's (kernels bench, bench/README.md thirty-ninth session). Same arithmetic, same sums.
+// own. Decode's loads of q4_0x4 cross a line at 8 groups of 9 and need two prefetches a group (1.8
+// a line); here every load is aligned and one prefetch a line covers the stream: two-thread decode
+// 0.89-0.92x the time of q4_0x4's faster path in most runs (kernels bench, bench/README.md thirty-
+// ninth session). The same regrouping of q8_0x8 (1.2 prefetches a line before) gained nothing, so
+// the fewer prefetches are the likelier cause than the aligned loads. Same arithmetic, same sums.
 // Prefill reads it through the same Pack, Load and Prefetch as q4_0x4; decode walks it with
 // DecodeLineGroups (avx512_kernels.cc).
 struct LinedQ4_0x4 {

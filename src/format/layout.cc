@@ -107,9 +107,11 @@ TiledGroup TiledGroupAt(Layout l, int64_t columns, int64_t tile, int64_t b) {
 
 void RegroupQ4_0x4ToLines(void* data, int64_t columns, int64_t rows) {
   auto* bytes = static_cast<uint8_t*>(data);
-  constexpr size_t kGroup = 72, kScales = 8, kQuants = kGroup - kScales;  // a q4_0x4 group: 4 scales, 64 quant bytes
+  constexpr int kTileRows = 4;                                         // LayoutTileRows(kQ4_0x4)
+  constexpr size_t kScales = 2 * kTileRows, kQuants = 16 * kTileRows;  // a group: 4 f16 scales, 4 rows' 16 quant bytes
+  constexpr size_t kGroup = kScales + kQuants;
   uint8_t run[kGroup * kLineRunBlocks];
-  const int64_t runs = rows / 4 * (columns / kQuantBlockSize / kLineRunBlocks);
+  const int64_t runs = rows / kTileRows * (columns / kQuantBlockSize / kLineRunBlocks);
   for (int64_t i = 0; i < runs; ++i) {
     uint8_t* at = bytes + static_cast<size_t>(i) * sizeof(run);
     std::memcpy(run, at, sizeof(run));
