@@ -125,12 +125,13 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
   FasterPath::ForceForTesting(-1);
 }
 
-// One one-token product over the whole of `w` with decode path `path` forced, timed in seconds: on
-// one thread a single call, on more the rows handed out as the session hands out a product's
-// (RowScheduler, 8 chunks a thread on ChunkRowAlign's boundaries).
-class DecodeTimer {
+// One product over the whole of `w` (x's tokens; y holds w.rows outputs a token) with path `path`
+// forced (decode's for one token, prefill's for more), timed in seconds: on one thread a single
+// call, on more the rows handed out as the session hands out a product's (RowScheduler, 8 chunks a
+// thread on ChunkRowAlign's boundaries).
+class ProductTimer {
  public:
-  explicit DecodeTimer(int threads) : threads_(threads), pool_(threads), rows_(threads) {}
+  explicit ProductTimer(int threads) : threads_(threads), pool_(threads), rows_(threads) {}
   double operator()(const Backend* b, const MatrixView& w, const Activations& x, float* y, int path) {
     FasterPath::ForceForTesting(path);
     const auto start = std::chrono::steady_clock::now();
@@ -186,7 +187,7 @@ double Median(std::vector<double> v) {
 // Two forced decode paths over the same 2048 x 151936 matrix in turn (PairUp): the median and
 // quartiles of the time ratios path_b / path_a. On the shared host the GB/s of separate cases moved
 // by 10-20% between minutes; paired calls share the moment. With more than one thread the rows are
-// handed out as the session does (DecodeTimer): which walk is faster differs between one and two
+// handed out as the session does (ProductTimer): which walk is faster differs between one and two
 // threads on the Zen 5 (bench/README.md, thirty-seventh session).
 void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b,
                     int threads) {
@@ -194,12 +195,33 @@ void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layo
   MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, 2048, kOutRows, 1, true);
   const Activations x = f.Input(*b->kernels, dtype, 1, 2048);
   std::vector<float> y(kOutRows);
-  DecodeTimer timed(threads);
+  ProductTimer timed(threads);
   timed(b, f.view, x, y.data(), path_a);  // pages the weights in
   std::vector<double> a_times, b_times;
   PairUp(
       state, [&] { return timed(b, f.view, x, y.data(), path_a); },
       [&] { return timed(b, f.view, x, y.data(), path_b); }, &a_times, &b_times);
+  FasterPath::ForceForTesting(-1);
+}
+
+// Two forced prefill paths (avx512_vnni Q4_0: packed and unpacked strips) over a 64-token product
+// of 2048 columns and 6144 rows (the FFN gate's shape) in turn (PairUp): the median and quartiles
+// of the time ratios path_b / path_a. Separate gemm cases on the shared host moved by 20-30%
+// between runs a minute apart (bench/README.md, fortieth session); paired calls share the moment.
+void BenchPrefillPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b,
+                       int threads) {
+  constexpr int64_t kColumns = 2048, kRows = 6144, kTokens = 64;
+  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows, kTokens, true);
+  const Activations x = f.Input(*b->kernels, dtype, kTokens, kColumns);
+  std::vector<float> y(kRows * kTokens);
+  ProductTimer timed(threads);
+  timed(b, f.view, x, y.data(), path_a);
+  std::vector<double> a_times, b_times;
+  PairUp(
+      state, [&] { return timed(b, f.view, x, y.data(), path_a); },
+      [&] { return timed(b, f.view, x, y.data(), path_b); }, &a_times, &b_times);
+  state.counters["GOPS_a"] = 2.0 * kColumns * kRows * kTokens / Median(a_times) / 1e9;
+  state.counters["GOPS_b"] = 2.0 * kColumns * kRows * kTokens / Median(b_times) / 1e9;
   FasterPath::ForceForTesting(-1);
 }
 
@@ -353,7 +375,7 @@ void BenchLinesPairs(benchmark::State& state, const Backend* b, int path, int th
   const MatrixView lines_view{DType::kQ4_0, Layout::kQ4_0x4Lines, lines.data(), kColumns, kOutRows};
   const Activations x = f.Input(*b->kernels, DType::kQ4_0, 1, kColumns);
   std::vector<float> y_x4(kOutRows), y_lines(kOutRows);
-  DecodeTimer timed(threads);
+  ProductTimer timed(threads);
   timed(b, f.view, x, y_x4.data(), path), timed(b, lines_view, x, y_lines.data(), path);  // pages both copies in
   FasterPath::ForceForTesting(-1);
   if (std::memcmp(y_x4.data(), y_lines.data(), sizeof(float) * kOutRows) != 0) {
@@ -639,6 +661,15 @@ void RegisterAll() {
         for (int path = 0; path < 2; ++path) {
           benchmark::RegisterBenchmark((prefix + "gemm_" + name + "/2048x2048x64/path" + std::to_string(path)).c_str(),
                                        BenchMatmul, b, c.dtype, c.layout, 2048, 2048, 64, path, true)
+              ->Unit(benchmark::kMillisecond);
+        }
+        // The same paths paired in one process, on one thread and on two.
+        for (int threads = 1; threads <= 2; ++threads) {
+          benchmark::RegisterBenchmark(
+              (prefix + "gemm_" + name + "/2048x6144x64/" + (threads == 1 ? "pairs" : "pairs2t") + "/path1_vs_path0")
+                  .c_str(),
+              BenchPrefillPairs, b, c.dtype, c.layout, 0, 1, threads)
+              ->Iterations(1)
               ->Unit(benchmark::kMillisecond);
         }
         // The output projection (vocabulary 151936): 175-330 MB, far beyond the caches, so this one
