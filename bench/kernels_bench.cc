@@ -125,23 +125,25 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
   FasterPath::ForceForTesting(-1);
 }
 
-// One product over the whole of `w` (x's tokens; y holds w.rows outputs a token) with path `path`
-// forced (decode's for one token, prefill's for more), timed in seconds: on one thread a single
-// call, on more the rows handed out as the session hands out a product's (RowScheduler, 8 chunks a
-// thread on ChunkRowAlign's boundaries).
+// One product over rows [first, first + rows) of `w` (all of them by default; x's tokens, y holding
+// w.rows outputs a token) with path `path` forced (decode's for one token, prefill's for more),
+// timed in seconds: on one thread a single call, on more the rows handed out as the session hands
+// out a product's (RowScheduler, 8 chunks a thread on ChunkRowAlign's boundaries).
 class ProductTimer {
  public:
   explicit ProductTimer(int threads) : threads_(threads), pool_(threads), rows_(threads) {}
-  double operator()(const Backend* b, const MatrixView& w, const Activations& x, float* y, int path) {
+  double operator()(const Backend* b, const MatrixView& w, const Activations& x, float* y, int path,
+                    int64_t first = 0, int64_t rows = -1) {
+    if (rows < 0) rows = w.rows;
     FasterPath::ForceForTesting(path);
     const auto start = std::chrono::steady_clock::now();
     if (threads_ == 1) {
-      b->kernels->matmul(w, x, y, w.rows, 0, w.rows);
+      b->kernels->matmul(w, x, y, w.rows, first, first + rows);
     } else {
-      rows_.Plan(w.rows, threads_, 8, ChunkRowAlign(w.layout));
+      rows_.Plan(rows, threads_, 8, ChunkRowAlign(w.layout));
       pool_.Run([&](int part, int) {
         RowScheduler::Chunk c{};
-        while (rows_.Next(part, &c)) b->kernels->matmul(w, x, y, w.rows, c.begin, c.end);
+        while (rows_.Next(part, &c)) b->kernels->matmul(w, x, y, w.rows, first + c.begin, first + c.end);
       });
     }
     benchmark::DoNotOptimize(y);
@@ -208,18 +210,20 @@ void BenchPathPairs(benchmark::State& state, const Backend* b, DType dtype, Layo
 // of 2048 columns and 6144 rows (the FFN gate's shape) in turn (PairUp): the median and quartiles
 // of the time ratios path_b / path_a. Separate gemm cases on the shared host moved by 20-30%
 // between runs a minute apart (bench/README.md, fortieth session); paired calls share the moment.
+// Weights from memory, as a session's are: 8 stacked copies (57 MB in Q4_0) taken in turn. From
+// this L3 (one copy) dropping the prefill's prefetches cost nothing; from memory it does.
 void BenchPrefillPairs(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int path_a, int path_b,
                        int threads) {
-  constexpr int64_t kColumns = 2048, kRows = 6144, kTokens = 64;
-  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows, kTokens, true);
+  constexpr int64_t kColumns = 2048, kRows = 6144, kTokens = 64, kCopies = 8;
+  MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, kTokens, true);
   const Activations x = f.Input(*b->kernels, dtype, kTokens, kColumns);
-  std::vector<float> y(kRows * kTokens);
+  std::vector<float> y(kRows * kCopies * kTokens);
   ProductTimer timed(threads);
-  timed(b, f.view, x, y.data(), path_a);
+  int64_t copy = 0;
+  const auto next = [&](int path) { return timed(b, f.view, x, y.data(), path, (copy++ % kCopies) * kRows, kRows); };
+  for (int64_t i = 0; i < kCopies; ++i) next(path_a);  // pages every copy in
   std::vector<double> a_times, b_times;
-  PairUp(
-      state, [&] { return timed(b, f.view, x, y.data(), path_a); },
-      [&] { return timed(b, f.view, x, y.data(), path_b); }, &a_times, &b_times);
+  PairUp(state, [&] { return next(path_a); }, [&] { return next(path_b); }, &a_times, &b_times);
   state.counters["GOPS_a"] = 2.0 * kColumns * kRows * kTokens / Median(a_times) / 1e9;
   state.counters["GOPS_b"] = 2.0 * kColumns * kRows * kTokens / Median(b_times) / 1e9;
   FasterPath::ForceForTesting(-1);

@@ -66,7 +66,8 @@ inline void SplitNibbles(const __m512i* chunk, WeightBlock* out) {
 constexpr int64_t kPackedBlockBytes = 64 + 4 * 64;
 
 // A Q4_0 layout's Pack (block b of rows r0 .. r0 + n_rows - 1 into `out`, that format) from its
-// LoadChunks: the plain layout's; q4_0x4 moves its bytes directly (TiledQ4_0x4::Pack).
+// LoadChunks: the plain layout's and q4_0x4_lines'; q4_0x4 moves its bytes directly
+// (TiledQ4_0x4::Pack).
 template <typename Weights>
 inline void PackFromChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
   __m256i scales;
@@ -191,8 +192,8 @@ struct TiledQ4_0x4 {
 // 0.89-0.92x the time of q4_0x4's faster path in most runs (kernels bench, bench/README.md thirty-
 // ninth session). The same regrouping of q8_0x8 (1.2 prefetches a line before) gained nothing, so
 // the fewer prefetches are the likelier cause than the aligned loads. Same arithmetic, same sums.
-// Prefill reads it through the same Pack, Load and Prefetch as q4_0x4; decode walks it with
-// DecodeLineGroups (avx512_kernels.cc).
+// Prefill reads it through Pack, Load and Prefetch as it reads q4_0x4 (its Pack with whole-line
+// loads, below); decode walks it with DecodeLineGroups (avx512_kernels.cc).
 struct LinedQ4_0x4 {
   static constexpr int32_t kZeroPoint = 8;
   static constexpr int kRowBlockBytes = 18;
@@ -244,11 +245,18 @@ struct LinedQ4_0x4 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     LoadAt(Run(data, blocks, r0, 0, b), blocks * kGroupBytes, (n_rows + 3) / 4, b, out);
   }
+  // The packed block from aligned 64-byte loads of the tiles' quant lines, transposed in registers
+  // (TilesToChunks) and stored as whole lines (PackFromChunks). q4_0x4's Pack moves 16 bytes at a
+  // time instead, because its 64-byte loads cross lines; here they do not, and paired against those
+  // moves in one process (the kernels bench's prefill pairs, weights from memory) the products
+  // took 0.97-0.995x the time at one thread and 0.96-0.985x at two (bench/README.md, fortieth
+  // section).
+  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
+                         __m512i* chunk) {
+    LoadChunksAt(Run(data, blocks, r0, 0, b), blocks * kGroupBytes, (n_rows + 3) / 4, b, scales_out, chunk);
+  }
   static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
-    for (int t = 0; t < 4; ++t) {
-      const uint8_t* run = t * 4 < n_rows ? Run(data, blocks, r0, t, b) : nullptr;
-      PackTile(t, run == nullptr ? nullptr : Scales(run, b), run == nullptr ? nullptr : Quants(run, b), out);
-    }
+    PackFromChunks<LinedQ4_0x4>(data, blocks, r0, n_rows, b, out);
   }
 };
 
