@@ -132,8 +132,8 @@ void BenchMatmul(benchmark::State& state, const Backend* b, DType dtype, Layout 
 class ProductTimer {
  public:
   explicit ProductTimer(int threads) : threads_(threads), pool_(threads), rows_(threads) {}
-  double operator()(const Backend* b, const MatrixView& w, const Activations& x, float* y, int path,
-                    int64_t first = 0, int64_t rows = -1) {
+  double operator()(const Backend* b, const MatrixView& w, const Activations& x, float* y, int path, int64_t first = 0,
+                    int64_t rows = -1) {
     if (rows < 0) rows = w.rows;
     FasterPath::ForceForTesting(path);
     const auto start = std::chrono::steady_clock::now();
@@ -223,7 +223,8 @@ void BenchPrefillPairs(benchmark::State& state, const Backend* b, DType dtype, L
   const auto next = [&](int path) { return timed(b, f.view, x, y.data(), path, (copy++ % kCopies) * kRows, kRows); };
   for (int64_t i = 0; i < kCopies; ++i) next(path_a);  // pages every copy in
   std::vector<double> a_times, b_times;
-  PairUp(state, [&] { return next(path_a); }, [&] { return next(path_b); }, &a_times, &b_times);
+  PairUp(
+      state, [&] { return next(path_a); }, [&] { return next(path_b); }, &a_times, &b_times);
   state.counters["GOPS_a"] = 2.0 * kColumns * kRows * kTokens / Median(a_times) / 1e9;
   state.counters["GOPS_b"] = 2.0 * kColumns * kRows * kTokens / Median(b_times) / 1e9;
   FasterPath::ForceForTesting(-1);
