@@ -149,6 +149,9 @@ class ProductTimer {
     benchmark::DoNotOptimize(y);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   }
+  // Its threads, for other work paired with the products: a second pool's idle workers would
+  // spin on the cores these use.
+  ThreadPool& pool() { return pool_; }
 
  private:
   int threads_;
@@ -396,6 +399,47 @@ void BenchLinesPairs(benchmark::State& state, const Backend* b, int path, int th
   FasterPath::ForceForTesting(-1);
 }
 
+// Decode against a plain read of memory, paired (PairUp): a 2048 x 151936 matrix in `layout`
+// (q4_0x4_lines regrouped from q4_0x4, as the loader gives it to the backends that want it), its
+// one-token product (the decode path chosen as it runs) in turn with ReadStreams over a buffer of
+// the same size, `streams` parts a thread, prefetching or not, each thread reading its share as
+// kestrel-bench's bandwidth probe does. "median": read time / product time, i.e. the product's
+// read rate as a fraction of the loop's at the same moments. kestrel-bench sets decode against
+// the best of many probe passes, each at its own moment; this asks what the kernel leaves on the
+// table when the memory is the same for both.
+void BenchDecodeAgainstRead(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int threads,
+                            int streams, bool prefetch) {
+  constexpr int64_t kColumns = 2048, kOutRows = 151936;
+  const bool lines = layout == Layout::kQ4_0x4Lines;
+  MatrixFixture f = MakeFixture(*b->kernels, dtype, lines ? Layout::kQ4_0x4 : layout, kColumns, kOutRows, 1, true);
+  if (lines) RegroupQ4_0x4ToLines(f.bytes.data(), kColumns, kOutRows);
+  const MatrixView w{dtype, layout, f.bytes.data(), kColumns, kOutRows};
+  const Activations x = f.Input(*b->kernels, dtype, 1, kColumns);
+  std::vector<float> y(kOutRows);
+  const size_t words = f.bytes.size() / 8;
+  HugePageBuffer buffer = AllocateOrAbort(words * 8, true);
+  auto* data = reinterpret_cast<uint64_t*>(buffer.data());
+  for (size_t i = 0; i < words; i += 512) data[i] = i;  // every page touched
+  ProductTimer timed(threads);
+  std::atomic<uint64_t> sink{0};
+  const auto read = [&] {
+    const auto start = std::chrono::steady_clock::now();
+    timed.pool().Run([&](int part, int parts) {
+      const size_t begin = words * part / parts, end = words * (part + 1) / parts;
+      size_t bytes = 0;
+      sink += ReadStreams(data + begin, end - begin, streams, prefetch, &bytes);
+    });
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  timed(b, w, x, y.data(), -1), read();  // pages both in
+  std::vector<double> product_times, read_times;
+  PairUp(
+      state, [&] { return timed(b, w, x, y.data(), -1); }, read, &product_times, &read_times);
+  state.counters["product_GB/s"] = static_cast<double>(f.bytes.size()) / Median(product_times) / 1e9;
+  state.counters["read_GB/s"] = static_cast<double>(words * 8) / Median(read_times) / 1e9;
+  benchmark::DoNotOptimize(sink.load());
+}
+
 void BenchQuantize(benchmark::State& state, const Backend* b, int64_t n) {
   std::vector<float> x(n, 0.5f);
   std::vector<BlockQ8_0> q(n / 32);
@@ -635,6 +679,28 @@ void RegisterAll() {
                 BenchPathPairs, b, c.dtype, c.layout, 0, path, threads)
                 ->Iterations(1)
                 ->Unit(benchmark::kMillisecond);
+          }
+        }
+        // Decode paired against the read loops kestrel-bench's probe runs, for the backend a session
+        // would choose here: over q4_0x4_lines where it wants them (regrouped from this q4_0x4),
+        // and over q8_0x8.
+        const bool lines = b->wants_q4_0x4_lines && c.layout == Layout::kQ4_0x4;
+        const auto chosen = SelectBackend("auto");
+        if (chosen.ok() && *chosen == b && (lines || c.layout == Layout::kQ8_0x8)) {
+          const Layout read_layout = lines ? Layout::kQ4_0x4Lines : c.layout;
+          for (int threads = 1; threads <= 2; ++threads) {
+            for (int streams : {1, 2}) {
+              for (bool prefetch : {true, false}) {
+                benchmark::RegisterBenchmark(
+                    (prefix + "gemv_" + DTypeName(c.dtype) + "_" + LayoutName(read_layout) + "/2048x151936/" +
+                     (threads == 1 ? "pairs" : "pairs2t") + "/against_read_streams" + std::to_string(streams) +
+                     (prefetch ? "_prefetch" : ""))
+                        .c_str(),
+                    BenchDecodeAgainstRead, b, c.dtype, read_layout, threads, streams, prefetch)
+                    ->Iterations(1)
+                    ->Unit(benchmark::kMillisecond);
+              }
+            }
           }
         }
         // Decode over the same bytes regrouped as q4_0x4_lines, paired against q4_0x4's paths 0 and 1.
