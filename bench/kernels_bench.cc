@@ -734,8 +734,9 @@ void RegisterAll() {
                                        BenchMatmul, b, c.dtype, c.layout, 2048, 2048, 64, path, true)
               ->Unit(benchmark::kMillisecond);
         }
-        // The same paths paired in one process, on one thread and on two.
-        for (int threads = 1; threads <= 2; ++threads) {
+        // The same paths paired in one process, on one thread and on two: Q4_0 (the type with two
+        // paths) on the backend a session would choose here.
+        for (int threads = 1; chosen.ok() && *chosen == b && c.dtype == DType::kQ4_0 && threads <= 2; ++threads) {
           benchmark::RegisterBenchmark(
               (prefix + "gemm_" + name + "/2048x6144x64/" + (threads == 1 ? "pairs" : "pairs2t") + "/path1_vs_path0")
                   .c_str(),
