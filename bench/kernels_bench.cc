@@ -281,11 +281,18 @@ void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype,
 // What one core reads from memory in the same run as the gemv cases, over as many bytes as the
 // 2048 x 151936 Q4_0 matrix (175 MB, huge pages), in kestrel-bench's probe loops (`streams` parts
 // side by side, with or without a prefetch 32 KB ahead in each): the decode kernels' GB/s beside it.
-void BenchReadStreams(benchmark::State& state, int streams, bool prefetch) {
-  const size_t bytes = DTypeRowBytes(DType::kQ4_0, 2048) * 151936;
+// A buffer for ReadStreams, on huge pages where the OS gives them, every page touched.
+HugePageBuffer ReadBuffer(size_t bytes) {
   HugePageBuffer buffer = AllocateOrAbort(bytes, true);
   auto* words = reinterpret_cast<uint64_t*>(buffer.data());
-  for (size_t i = 0; i < bytes / 8; i += 512) words[i] = i;  // every page touched
+  for (size_t i = 0; i < bytes / 8; i += 512) words[i] = i;
+  return buffer;
+}
+
+void BenchReadStreams(benchmark::State& state, int streams, bool prefetch) {
+  const size_t bytes = DTypeRowBytes(DType::kQ4_0, 2048) * 151936;
+  HugePageBuffer buffer = ReadBuffer(bytes);
+  auto* words = reinterpret_cast<uint64_t*>(buffer.data());
   size_t read = 0;
   for (auto _ : state) benchmark::DoNotOptimize(ReadStreams(words, bytes / 8, streams, prefetch, &read));
   state.counters["GB/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * static_cast<double>(read) / 1e9,
@@ -417,9 +424,8 @@ void BenchDecodeAgainstRead(benchmark::State& state, const Backend* b, DType dty
   const Activations x = f.Input(*b->kernels, dtype, 1, kColumns);
   std::vector<float> y(kOutRows);
   const size_t words = f.bytes.size() / 8;
-  HugePageBuffer buffer = AllocateOrAbort(words * 8, true);
-  auto* data = reinterpret_cast<uint64_t*>(buffer.data());
-  for (size_t i = 0; i < words; i += 512) data[i] = i;  // every page touched
+  HugePageBuffer buffer = ReadBuffer(words * 8);
+  const auto* data = reinterpret_cast<const uint64_t*>(buffer.data());
   ProductTimer timed(threads);
   std::atomic<uint64_t> sink{0};
   const auto read = [&] {
@@ -645,6 +651,9 @@ void RegisterAll() {
                         {DType::kQ4_0, Layout::kQ4_0x4Lines}, {DType::kQ8_0, Layout::kPlain},
                         {DType::kQ8_0, Layout::kQ8_0x8},      {DType::kF16, Layout::kPlain},
                         {DType::kBF16, Layout::kPlain},       {DType::kF32, Layout::kPlain}};
+  // The backend a session would choose here: the paired cases below run only on it.
+  const auto auto_backend = SelectBackend("auto");
+  const Backend* chosen = auto_backend.ok() ? *auto_backend : nullptr;
   for (const Backend* b : CompiledBackends()) {
     if (!b->cpu_supports()) continue;
     const std::string prefix = std::string(b->name) + "/";
@@ -681,12 +690,10 @@ void RegisterAll() {
                 ->Unit(benchmark::kMillisecond);
           }
         }
-        // Decode paired against the read loops kestrel-bench's probe runs, for the backend a session
-        // would choose here: over q4_0x4_lines where it wants them (regrouped from this q4_0x4),
-        // and over q8_0x8.
+        // Decode paired against the read loops kestrel-bench's probe runs, on the chosen backend:
+        // over q4_0x4_lines where it wants them (regrouped from this q4_0x4), and over q8_0x8.
         const bool lines = b->wants_q4_0x4_lines && c.layout == Layout::kQ4_0x4;
-        const auto chosen = SelectBackend("auto");
-        if (chosen.ok() && *chosen == b && (lines || c.layout == Layout::kQ8_0x8)) {
+        if (b == chosen && (lines || c.layout == Layout::kQ8_0x8)) {
           const Layout read_layout = lines ? Layout::kQ4_0x4Lines : c.layout;
           for (int threads = 1; threads <= 2; ++threads) {
             for (int streams : {1, 2}) {
@@ -735,8 +742,8 @@ void RegisterAll() {
               ->Unit(benchmark::kMillisecond);
         }
         // The same paths paired in one process, on one thread and on two: Q4_0 (the type with two
-        // paths) on the backend a session would choose here.
-        for (int threads = 1; chosen.ok() && *chosen == b && c.dtype == DType::kQ4_0 && threads <= 2; ++threads) {
+        // paths) on the chosen backend.
+        for (int threads = 1; b == chosen && c.dtype == DType::kQ4_0 && threads <= 2; ++threads) {
           benchmark::RegisterBenchmark(
               (prefix + "gemm_" + name + "/2048x6144x64/" + (threads == 1 ? "pairs" : "pairs2t") + "/path1_vs_path0")
                   .c_str(),

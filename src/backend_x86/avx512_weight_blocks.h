@@ -245,16 +245,16 @@ struct LinedQ4_0x4 {
   static void Load(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, WeightBlock* out) {
     LoadAt(Run(data, blocks, r0, 0, b), blocks * kGroupBytes, (n_rows + 3) / 4, b, out);
   }
+  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
+                         __m512i* chunk) {
+    LoadChunksAt(Run(data, blocks, r0, 0, b), blocks * kGroupBytes, (n_rows + 3) / 4, b, scales_out, chunk);
+  }
   // The packed block from aligned 64-byte loads of the tiles' quant lines, transposed in registers
   // (TilesToChunks) and stored as whole lines (PackFromChunks). q4_0x4's Pack moves 16 bytes at a
   // time instead, because its 64-byte loads cross lines; here they do not, and paired against those
   // moves in one process (the kernels bench's prefill pairs, weights from memory) the products
   // took 0.97-0.995x the time at one thread and 0.96-0.985x at two (bench/README.md, fortieth
   // section).
-  static void LoadChunks(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, __m256i* scales_out,
-                         __m512i* chunk) {
-    LoadChunksAt(Run(data, blocks, r0, 0, b), blocks * kGroupBytes, (n_rows + 3) / 4, b, scales_out, chunk);
-  }
   static void Pack(const uint8_t* data, int64_t blocks, int64_t r0, int n_rows, int64_t b, uint8_t* out) {
     PackFromChunks<LinedQ4_0x4>(data, blocks, r0, n_rows, b, out);
   }
