@@ -173,6 +173,43 @@ TEST_CASE("FasterPath widens the slices of a trial longer than it keeps apart", 
   }
 }
 
+TEST_CASE("FasterPath with confirm 2 hands over only after two won trials in a row, either way", "[faster_path]") {
+  FasterPath chooser(4, 4, 2, 2, /*confirm=*/2);  // every period a trial: a slice of 2 for each path
+  const double zero_faster[2] = {1.0, 2.0};
+  const double one_faster[2] = {2.0, 1.0};
+  // The call at each multiple of 4 decides on the trial before it (and is timed in the next one).
+  Run(chooser, 0, 5, one_faster);
+  CHECK(chooser.best() == 0);  // path 1's first win
+  Run(chooser, 5, 9, zero_faster);
+  CHECK(chooser.best() == 0);  // path 0 won: the run is broken
+  Run(chooser, 9, 13, one_faster);
+  CHECK(chooser.best() == 0);  // a first win again
+  Run(chooser, 13, 17, one_faster);
+  CHECK(chooser.best() == 1);  // the second in a row
+  Run(chooser, 17, 21, zero_faster);
+  CHECK(chooser.best() == 1);
+  Run(chooser, 21, 25, zero_faster);
+  CHECK(chooser.best() == 0);
+}
+
+TEST_CASE("FasterPath with confirm 2: a trial missing a path neither counts nor breaks the run", "[faster_path]") {
+  FasterPath chooser(4, 4, 2, 2, /*confirm=*/2);
+  const double one_faster[2] = {2.0, 1.0};
+  Run(chooser, 0, 5, one_faster);
+  REQUIRE(chooser.best() == 0);
+  // Times 5-7: only path 0's calls report (the call at 4 was path 0's too).
+  for (int64_t now = 5; now < 8; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    if (c.path == 0) chooser.Report(c, now + 2, 1);
+  }
+  chooser.Pick(8);  // decides on that trial: nothing to compare
+  CHECK(chooser.best() == 0);
+  chooser.Pick(12);  // an empty trial: nothing either
+  CHECK(chooser.best() == 0);
+  Run(chooser, 13, 17, one_faster);
+  CHECK(chooser.best() == 1);  // path 1's second compared win in a row
+}
+
 TEST_CASE("FasterPath converges with two threads calling at once", "[faster_path]") {
   FasterPath chooser(512, 128, 16);
   const double one_faster[2] = {1.5, 1.0};

@@ -52,9 +52,17 @@ void FasterPath::Decide() {
     rate[p] = n % 2 != 0 ? slice_rate[n / 2] : 0.5 * (slice_rate[n / 2 - 1] + slice_rate[n / 2]);
   }
   if (!complete) return;
-  int best = 0;
-  for (int p = 1; p < paths_; ++p) best = rate[p] < rate[best] ? p : best;
-  best_.store(best, std::memory_order_relaxed);
+  int fastest = 0;
+  for (int p = 1; p < paths_; ++p) fastest = rate[p] < rate[fastest] ? p : fastest;
+  if (fastest == best_.load(std::memory_order_relaxed)) {
+    wins_.store(0, std::memory_order_relaxed);
+    return;
+  }
+  const int wins =
+      fastest == challenger_.load(std::memory_order_relaxed) ? wins_.load(std::memory_order_relaxed) + 1 : 1;
+  challenger_.store(fastest, std::memory_order_relaxed);
+  wins_.store(wins < confirm_ ? wins : 0, std::memory_order_relaxed);
+  if (wins >= confirm_) best_.store(fastest, std::memory_order_relaxed);
 }
 
 int64_t NowNanoseconds() noexcept {

@@ -33,15 +33,20 @@ class FasterPath {
   static constexpr int64_t kPeriod = 128'000'000, kTrial = 8'000'000, kSlice = 500'000;
 
   // Durations in the unit of the times passed in (nanoseconds for the defaults); 0 < slice,
-  // trial <= period; `paths` is clamped to 2 .. kMaxPaths. constexpr, so that a FasterPath at
-  // namespace scope is initialized without running code.
-  constexpr explicit FasterPath(int64_t period = kPeriod, int64_t trial = kTrial, int64_t slice = kSlice, int paths = 2)
+  // trial <= period; `paths` is clamped to 2 .. kMaxPaths. `confirm` (at least 1): how many
+  // compared trials in a row another path must win before it replaces the best one; a trial with
+  // a path missing neither counts nor breaks the run. Above 1 where the paths' order is fixed by
+  // the hardware and a lone noisy trial would otherwise hand a whole period to the slower one.
+  // constexpr, so that a FasterPath at namespace scope is initialized without running code.
+  constexpr explicit FasterPath(int64_t period = kPeriod, int64_t trial = kTrial, int64_t slice = kSlice, int paths = 2,
+                                int confirm = 1)
       : period_(period),
         trial_(trial),
         slice_(slice * kMaxSlices >= trial ? slice : (trial + kMaxSlices - 1) / kMaxSlices),
         paths_(paths < 2           ? 2
                : paths > kMaxPaths ? kMaxPaths
-                                   : paths) {}
+                                   : paths),
+        confirm_(confirm < 1 ? 1 : confirm) {}
   // The default durations, choosing among `paths` paths.
   static constexpr FasterPath Among(int paths) { return FasterPath(kPeriod, kTrial, kSlice, paths); }
 
@@ -72,9 +77,11 @@ class FasterPath {
   static constexpr int kMaxSlices = 64;
 
   const int64_t period_, trial_, slice_;
-  const int paths_;
+  const int paths_, confirm_;
   std::atomic<int64_t> period_seen_{0};
   std::atomic<int> best_{0};
+  // The path that won the last compared trials without being the best, and how many in a row.
+  std::atomic<int> challenger_{0}, wins_{0};
   // Time and work per path and slice of the trial: each path is judged by the median of its
   // slices' rates, so one slice that lost its core to another process for a while (on a shared
   // machine, a millisecond is often a slice's whole length) does not decide a period. Indexed by
