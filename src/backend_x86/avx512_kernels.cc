@@ -441,8 +441,8 @@ void DecodeRows(const uint8_t* data, int64_t blocks, const Activations& x, float
 // at two threads took ~150 ms, and with the shorter trial the slower path still ran ~9% of the tile
 // time on the busy Zen 5 (noisy trials picking it for whole periods). The unpacked strips must also
 // win two trials in a row to take over: on the Zen 5 they lost every quiet trial by 5-13% (36 of
-// 36 in four 20-run pp64s), yet on a busy host a lone trial handed them whole periods (27% of the samples in
-// one perf run), and which path suits a CPU does not change while it runs.
+// 36 in four 20-run pp64s), yet on a busy host a lone trial handed them whole periods (27% of the
+// samples in one perf run), and which path suits a CPU does not change while it runs.
 template <typename Weights>
 FasterPath prefill_q4_strips = FasterPath(512'000'000, 16'000'000, 1'000'000, 2, /*confirm=*/2);
 
