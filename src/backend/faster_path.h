@@ -12,9 +12,10 @@
 // becomes the best (with a confirm count above 1, once it has won that many trials in a row), and
 // the rest of that period runs it. Threads read the same clock, so threads that share the memory
 // run the same path together. The defaults decide every 128 ms (a few decode tokens); with two
-// paths the other one runs 1/32 of the time, with three the other two 1/24 together. Per call: a clock read (the caller's) and relaxed atomic loads; shared writes only in
-// the trial and once a period. Thread-safe; a call that straddles a period's start counts in the
-// next trial (for its own path), which only blurs that decision a little.
+// paths the other one runs 1/32 of the time, with three the other two 1/24 together. Per call: a
+// clock read (the caller's) and relaxed atomic loads; shared writes only in the trial and once a
+// period. Thread-safe; a call that straddles a period's start counts in the next trial (for its
+// own path), which only blurs that decision a little.
 #pragma once
 
 #include <atomic>
