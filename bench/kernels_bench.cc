@@ -235,7 +235,9 @@ void BenchPrefillPairs(benchmark::State& state, const Backend* b, DType dtype, L
 
 // Decode's down projection (6144 columns, 2048 rows) as the session runs it: one token, in chunks
 // of 128 rows (two threads' share of 8 chunks each), from memory: 16 copies stacked (113 MB in
-// Q4_0) taken in turn. forced_path as in BenchMatmul.
+// Q4_0) taken in turn. The Zen 5's L3 still serves part of such a cycle (16 copies of a 7 MB
+// product read 77-84 GB/s at two threads, 96 copies 62-71; bench/README.md, forty-first session),
+// so this GB/s sits above memory's. forced_path as in BenchMatmul.
 void BenchDownChunks(benchmark::State& state, const Backend* b, DType dtype, Layout layout, int forced_path) {
   constexpr int64_t kColumns = 6144, kRows = 2048, kCopies = 16, kChunk = 128;
   const MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, 1, true);
@@ -257,9 +259,10 @@ void BenchDownChunks(benchmark::State& state, const Backend* b, DType dtype, Lay
 }
 
 // A 64-token prefill product as the session meets it: weights from memory, not cache. 8 stacked
-// copies of a 2048-column, 6144-row matrix (the FFN gate's shape: 57 MB in Q4_0, past this L3)
-// taken in turn, each in the session's chunks of 768 rows (one thread's share cut in 8). Against
-// the cached gemm cases it shows what streaming the weights costs a prefill kernel.
+// copies of a 2048-column, 6144-row matrix (the FFN gate's shape: 57 MB in Q4_0, more than this
+// L3 holds, though it serves part of such a cycle: BenchDownChunks) taken in turn, each in the session's chunks of 768
+// rows (one thread's share cut in 8). Against the cached gemm cases it shows what streaming the weights costs a prefill
+// kernel.
 void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype, Layout layout) {
   constexpr int64_t kColumns = 2048, kRows = 6144, kCopies = 8, kChunk = 768, kTokens = 64;
   MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, kTokens, true);
