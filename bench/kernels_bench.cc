@@ -260,9 +260,9 @@ void BenchDownChunks(benchmark::State& state, const Backend* b, DType dtype, Lay
 
 // A 64-token prefill product as the session meets it: weights from memory, not cache. 8 stacked
 // copies of a 2048-column, 6144-row matrix (the FFN gate's shape: 57 MB in Q4_0, more than this
-// L3 holds, though it serves part of such a cycle: BenchDownChunks) taken in turn, each in the session's chunks of 768
-// rows (one thread's share cut in 8). Against the cached gemm cases it shows what streaming the weights costs a prefill
-// kernel.
+// L3 holds, though it serves part of such a cycle: BenchDownChunks) taken in turn, each in the
+// session's chunks of 768 rows (one thread's share cut in 8). Against the cached gemm cases it
+// shows what streaming the weights costs a prefill kernel.
 void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype, Layout layout) {
   constexpr int64_t kColumns = 2048, kRows = 6144, kCopies = 8, kChunk = 768, kTokens = 64;
   MatrixFixture f = MakeFixture(*b->kernels, dtype, layout, kColumns, kRows * kCopies, kTokens, true);
