@@ -281,9 +281,6 @@ void BenchGemmFromMemory(benchmark::State& state, const Backend* b, DType dtype,
       static_cast<double>(state.iterations()) * 2.0 * kColumns * kRows * kTokens / 1e9, benchmark::Counter::kIsRate);
 }
 
-// What one core reads from memory in the same run as the gemv cases, over as many bytes as the
-// 2048 x 151936 Q4_0 matrix (175 MB, huge pages), in kestrel-bench's probe loops (`streams` parts
-// side by side, with or without a prefetch 32 KB ahead in each): the decode kernels' GB/s beside it.
 // A buffer for ReadStreams, on huge pages where the OS gives them, every page touched.
 HugePageBuffer ReadBuffer(size_t bytes) {
   HugePageBuffer buffer = AllocateOrAbort(bytes, true);
@@ -292,6 +289,9 @@ HugePageBuffer ReadBuffer(size_t bytes) {
   return buffer;
 }
 
+// What one core reads from memory in the same run as the gemv cases, over as many bytes as the
+// 2048 x 151936 Q4_0 matrix (175 MB, huge pages), in kestrel-bench's probe loops (`streams` parts
+// side by side, with or without a prefetch 32 KB ahead in each): the decode kernels' GB/s beside it.
 void BenchReadStreams(benchmark::State& state, int streams, bool prefetch) {
   const size_t bytes = DTypeRowBytes(DType::kQ4_0, 2048) * 151936;
   HugePageBuffer buffer = ReadBuffer(bytes);

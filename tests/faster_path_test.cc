@@ -24,6 +24,15 @@ std::vector<int> Run(FasterPath& chooser, int64_t from, int64_t to, const double
   return ran;
 }
 
+// One call at each time in [from, to), as Run, but only calls on path `path` report, each taking
+// `duration` for one unit of work: a trial missing the other paths.
+void RunReportingOnly(FasterPath& chooser, int64_t from, int64_t to, int path, int64_t duration) {
+  for (int64_t now = from; now < to; ++now) {
+    const FasterPath::Choice c = chooser.Pick(now);
+    if (c.path == path) chooser.Report(c, now + duration, 1);
+  }
+}
+
 TEST_CASE("FasterPath times the end of each period, taking the two paths in turn", "[faster_path]") {
   FasterPath chooser(12, 8, 2);  // periods of 12 time units, the last 8 a trial in slices of 2
   const int expected_path[12] = {0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 1, 1};
@@ -91,11 +100,7 @@ TEST_CASE("FasterPath keeps its choice when a trial has only one path's reports 
   const double one_faster[2] = {2.0, 1.0};
   Run(chooser, 0, 5, one_faster);
   REQUIRE(chooser.best() == 1);
-  // A trial where only path 1 reports: no comparison, no change.
-  for (int64_t now = 5; now < 8; ++now) {
-    const FasterPath::Choice c = chooser.Pick(now);
-    if (c.path == 1) chooser.Report(c, now + 5, 1);
-  }
+  RunReportingOnly(chooser, 5, 8, 1, 5);  // a trial where only path 1 reports: no comparison, no change
   chooser.Pick(8);
   CHECK(chooser.best() == 1);
   // Periods with no calls at all (an idle session) change nothing either.
@@ -197,11 +202,7 @@ TEST_CASE("FasterPath with confirm 2: a trial missing a path neither counts nor 
   const double one_faster[2] = {2.0, 1.0};
   Run(chooser, 0, 5, one_faster);
   REQUIRE(chooser.best() == 0);
-  // Times 5-7: only path 0's calls report (the call at 4 was path 0's too).
-  for (int64_t now = 5; now < 8; ++now) {
-    const FasterPath::Choice c = chooser.Pick(now);
-    if (c.path == 0) chooser.Report(c, now + 2, 1);
-  }
+  RunReportingOnly(chooser, 5, 8, 0, 2);  // only path 0 reports (the call at 4 was path 0's too)
   chooser.Pick(8);  // decides on that trial: nothing to compare
   CHECK(chooser.best() == 0);
   chooser.Pick(12);  // an empty trial: nothing either
