@@ -10,6 +10,12 @@ engines take turns going first), so that a slow stretch of the machine weighs on
 ratio rather than on one engine's mean. From three rounds on it also gives their geometric mean
 with a 95% confidence interval (Student's t over the log ratios): a target such as "2.5x
 llama.cpp" is met beyond the noise only when the interval's low end clears it.
+
+A second table then sets the two-thread figures against the x86 issue's targets: prefill at 2.5x
+llama.cpp (that interval's low end), decode at 90% of the bandwidth limit kestrel-bench measured
+beside each run (the mean of the rounds' fractions with its 95% interval, the rounds' range, how
+many reached 90%, and the range against the probe's median pass), and the issue's stand-in for the
+latter, decode at 1.5x llama.cpp. One thread is reported, not judged.
 """
 import collections
 import json
@@ -24,18 +30,84 @@ T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.
        2.045, 2.042]
 
 
+def t95(n):
+    """Student's two-sided 95% quantile for the mean of n values."""
+    return T95[n - 2] if n - 1 <= len(T95) else 1.96
+
+
+def mean_interval(values):
+    """Arithmetic mean of values and its 95% confidence interval, or None under 3 values."""
+    if len(values) < 3:
+        return None
+    mean = statistics.fmean(values)
+    half = t95(len(values)) * statistics.stdev(values) / math.sqrt(len(values))
+    return mean, mean - half, mean + half
+
+
 def ratio_interval(ratios):
     """Geometric mean of paired ratios and its 95% confidence interval, or None under 3 rounds."""
-    if len(ratios) < 3:
-        return None
-    logs = [math.log(r) for r in ratios]
-    mean = statistics.fmean(logs)
-    half = (T95[len(logs) - 2] if len(logs) - 1 <= len(T95) else 1.96) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+    interval = mean_interval([math.log(r) for r in ratios])
+    return None if interval is None else tuple(math.exp(v) for v in interval)
+
+
+# The x86 issue's targets, at two threads.
+PREFILL_RATIO, DECODE_FRACTION, DECODE_RATIO = 2.5, 0.90, 1.5
+
+
+def verdict(interval, target, shown):
+    """Met only when the interval's low end clears the target (shown as written)."""
+    if interval is None:
+        return "not judged (fewer than 3 rounds)"
+    return "yes" if interval[1] >= target else f"no (the interval's low end is under {shown})"
+
+
+def decode_fraction_text(measured):
+    """The rounds' fractions of the bandwidth limit: their mean and interval, range, how many reached
+    the target, and the range against the probe's median pass."""
+    limit = [f for f, _ in measured]
+    of_median = [m for _, m in measured if m is not None]
+    mean = mean_interval(limit)
+    text = f"mean {100 * mean[0]:.1f}% (95% CI {100 * mean[1]:.1f}-{100 * mean[2]:.1f}%); " if mean else ""
+    reached = sum(f >= DECODE_FRACTION for f in limit)
+    text += (f"rounds {100 * min(limit):.1f}-{100 * max(limit):.1f}%, "
+             f"{reached} of {len(limit)} at {100 * DECODE_FRACTION:.0f}% or more")
+    if of_median:
+        text += f"; of the probe's median {100 * min(of_median):.1f}-{100 * max(of_median):.1f}%"
+    return text, mean
+
+
+def print_targets(runs, fractions):
+    """The two-thread rows against the targets (module docstring)."""
+    rows = []
+    for qtype, test, threads in sorted({k[:3] for k in runs if k[2] == 2}):
+        kestrel, llama = (runs.get((qtype, test, threads, e), []) for e in ("kestrel", "llama.cpp"))
+        pairs = list(zip(kestrel, llama))
+        interval = ratio_interval([k / l for k, l in pairs])
+        ratio = f"{interval[0]:.2f}x (95% CI {interval[1]:.2f}-{interval[2]:.2f})" if interval else "-"
+        if test.startswith("pp") and pairs:
+            rows.append((qtype, f"{test} at {PREFILL_RATIO:g}x llama.cpp", ratio,
+                         verdict(interval, PREFILL_RATIO, f"{PREFILL_RATIO:g}x")))
+        if not test.startswith("tg"):
+            continue
+        if fractions.get((qtype, test, threads)):
+            text, mean = decode_fraction_text(fractions[(qtype, test, threads)])
+            rows.append((qtype, f"{test} at {100 * DECODE_FRACTION:.0f}% of the bandwidth limit", text,
+                         verdict(mean, DECODE_FRACTION, f"{100 * DECODE_FRACTION:.0f}%")))
+        if pairs:
+            rows.append((qtype, f"{test} at {DECODE_RATIO:g}x llama.cpp (the issue's stand-in)", ratio,
+                         verdict(interval, DECODE_RATIO, f"{DECODE_RATIO:g}x")))
+    if not rows:
+        return
+    print()
+    print("| type | target (two threads) | measured | met? |")
+    print("| --- | --- | --- | --- |")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
 
 
 def main():
     runs = collections.defaultdict(list)  # (type, test, threads, engine) -> [t/s per run]
+    fractions = collections.defaultdict(list)  # (type, test, threads) -> [(of the limit, of the median)]
     backends = {}
     for arg in sys.argv[1:]:
         qtype, path = arg.split("=", 1)
@@ -52,6 +124,9 @@ def main():
                     weights += ", q4_0x4_lines"  # Q4_0 regrouped on load for the backend
                 backends[qtype] = row["backend"] + (f", {weights}" if weights else "")
             runs[(qtype, row["test"], row["threads"], engine)].append(row["tokens_per_second"])
+            if engine == "kestrel" and row.get("bandwidth_fraction") is not None:
+                fractions[(qtype, row["test"], row["threads"])].append(
+                    (row["bandwidth_fraction"], row.get("bandwidth_fraction_of_median")))
 
     print("| type | test | threads | kestrel t/s | llama.cpp t/s | kestrel / llama.cpp (of means; per-round median; their geometric mean and 95% CI) |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
@@ -77,6 +152,7 @@ def main():
                 ratio += f"; geometric mean {interval[0]:.2f}x, 95% CI {interval[1]:.2f}-{interval[2]:.2f}"
         label = f"{qtype} ({backends.get(qtype, '?')})"
         print(f"| {label} | {test} | {threads} | {cells[0]} | {cells[1]} | {ratio} |")
+    print_targets(runs, fractions)
 
 
 if __name__ == "__main__":
