@@ -10,7 +10,8 @@
 # (bench/llama_cpp_bench.mjs, through the node-llama-cpp npm package's prebuilt libraries; installed
 # into WORK_DIR on first use: npm and ~400 MB). Prints a
 # markdown table of both engines' tokens/s and their ratio, then one setting the two-thread figures
-# against the x86 issue's targets (bench/compare_table.py). Environment: TYPES (default
+# against the x86 issue's targets, with one thread's decode fractions reported (bench/compare_table.py).
+# Environment: TYPES (default
 # "q4_0 q8_0"; also f16, bf16), SHAPE (qwen3-1.7b, or qwen3-0.6b: a float 1.7B is 3.4 GB per
 # file), THREADS (1,2), ROUNDS (2: each engine runs this many times, alternating), REPS (3),
 # KESTREL_BENCH_ARGS (more kestrel-bench options, e.g. "--weights small-pages" to hold the weights on

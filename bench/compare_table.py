@@ -50,6 +50,12 @@ def ratio_interval(ratios):
     return None if interval is None else tuple(math.exp(v) for v in interval)
 
 
+def round_ratios(runs, qtype, test, threads):
+    """Kestrel / llama.cpp per round: the i-th run of each engine, which ran side by side."""
+    kestrel, llama = (runs.get((qtype, test, threads, e), []) for e in ("kestrel", "llama.cpp"))
+    return [k / l for k, l in zip(kestrel, llama)]
+
+
 # The x86 issue's targets, at two threads.
 PREFILL_RATIO, DECODE_FRACTION, DECODE_RATIO = 2.5, 0.90, 1.5
 
@@ -85,11 +91,10 @@ def print_targets(runs, fractions):
                 text, _ = decode_fraction_text(fractions[(qtype, test, threads)])
                 rows.append((qtype, f"{test} of the bandwidth limit (one thread)", text, "reported"))
             continue
-        kestrel, llama = (runs.get((qtype, test, threads, e), []) for e in ("kestrel", "llama.cpp"))
-        pairs = list(zip(kestrel, llama))
-        interval = ratio_interval([k / l for k, l in pairs])
+        ratios = round_ratios(runs, qtype, test, threads)
+        interval = ratio_interval(ratios)
         ratio = f"{interval[0]:.2f}x (95% CI {interval[1]:.2f}-{interval[2]:.2f})" if interval else "-"
-        if test.startswith("pp") and pairs:
+        if test.startswith("pp") and ratios:
             rows.append((qtype, f"{test} at {PREFILL_RATIO:g}x llama.cpp", ratio,
                          verdict(interval, PREFILL_RATIO, f"{PREFILL_RATIO:g}x")))
         if not test.startswith("tg"):
@@ -98,7 +103,7 @@ def print_targets(runs, fractions):
             text, mean = decode_fraction_text(fractions[(qtype, test, threads)])
             rows.append((qtype, f"{test} at {100 * DECODE_FRACTION:.0f}% of the bandwidth limit", text,
                          verdict(mean, DECODE_FRACTION, f"{100 * DECODE_FRACTION:.0f}%")))
-        if pairs:
+        if ratios:
             rows.append((qtype, f"{test} at {DECODE_RATIO:g}x llama.cpp (the issue's stand-in)", ratio,
                          verdict(interval, DECODE_RATIO, f"{DECODE_RATIO:g}x")))
     if not rows:
@@ -148,9 +153,8 @@ def main():
             spread = max(values) - min(values)
             cells.append(f"{means[engine]:.2f}" + (f" (spread {spread:.2f})" if len(values) > 1 else ""))
         ratio = f"{means['kestrel'] / means['llama.cpp']:.2f}x" if len(means) == 2 else "-"
-        pairs = list(zip(runs.get((qtype, test, threads, "kestrel"), []), runs.get((qtype, test, threads, "llama.cpp"), [])))
-        if len(pairs) > 1:
-            ratios = [k / l for k, l in pairs]
+        ratios = round_ratios(runs, qtype, test, threads)
+        if len(ratios) > 1:
             ratio += f"; per round {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
             interval = ratio_interval(ratios)
             if interval is not None:
