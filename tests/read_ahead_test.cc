@@ -2,7 +2,8 @@
 // (platform/cache_size.h): each thread's span starts where RowScheduler will hand it its first
 // chunk of the next product and stays within that matrix; steps walk it 4 KB at a time; sysfs's
 // cache sizes and CPU lists parse, and malformed ones are refused; a made-up sysfs tree gives the
-// smallest per-core share of L2.
+// smallest per-core share of L2; where sysfs says nothing, CPUID's cache reports (made-up ones, and
+// the running CPU's) give it.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "decoder/row_scheduler.h"
 #include "format/layout.h"
 #include "platform/cache_size.h"
+#include "platform/cpu_cache.h"
 #include "test_support.h"
 
 namespace kestrel {
@@ -193,6 +195,51 @@ TEST_CASE("L2 share per core from a sysfs tree: the smallest over the CPUs, shar
   CHECK(L2BytesPerCoreIn(root.string()) == 0);
   CHECK(L2BytesPerCoreIn((root / "absent").string()) == 0);
   std::filesystem::remove_all(root);
+}
+
+// A deterministic cache parameters sub-leaf (CPUID leaf 4 or 0x8000001D): type 1 data, 2
+// instruction, 3 unified; `sharers` logical CPUs share it.
+CpuidRegisters CacheLeaf(uint32_t type, uint32_t level, uint32_t ways, uint32_t sets, uint32_t sharers) {
+  CpuidRegisters r;
+  r.eax = type | level << 5 | (sharers - 1) << 14;
+  r.ebx = (64 - 1) | (1 - 1) << 12 | (ways - 1) << 22;  // 64-byte lines, one partition
+  r.ecx = sets - 1;
+  return r;
+}
+
+TEST_CASE("L2 share per CPU from CPUID's reports, for where sysfs says nothing", "[read_ahead]") {
+  // An Intel core's leaf 4: L1d 48K, L1i 32K, a 2 MiB L2 (16 ways x 2048 sets) shared by its two
+  // hyperthreads, then a 105 MiB L3; leaf 0x80000006 also says 2048 KiB, per core.
+  CpuidCacheReport intel;
+  intel.caches = {CacheLeaf(1, 1, 12, 64, 2), CacheLeaf(2, 1, 8, 64, 2), CacheLeaf(3, 2, 16, 2048, 2),
+                  CacheLeaf(3, 3, 15, 114688, 128)};
+  intel.l2_ecx = 2048u << 16 | 0x7040;
+  CHECK(L2BytesPerCpu(intel) == 1024 * 1024);
+  // The Zen 5 CI machine: no leaf 4 entries, no TOPOEXT (so no 0x8000001D), no leaf 0xB; leaf
+  // 0x80000006's ECX as that machine gives it, 1024 KiB.
+  CpuidCacheReport zen5;
+  zen5.l2_ecx = 0x04006140;
+  CHECK(L2BytesPerCpu(zen5) == 1024 * 1024);
+  zen5.smt_threads = 2;  // the same core with SMT reported: half each
+  CHECK(L2BytesPerCpu(zen5) == 512 * 1024);
+  // Descriptors without a level-2 data or unified cache fall back to leaf 0x80000006; an
+  // instruction-only L2 does not count, nor anything after a type-0 entry.
+  CpuidCacheReport l1_only;
+  l1_only.caches = {CacheLeaf(1, 1, 12, 64, 1), CacheLeaf(2, 2, 8, 1024, 1), CpuidRegisters{},
+                    CacheLeaf(3, 2, 16, 1024, 1)};
+  l1_only.l2_ecx = 256u << 16;
+  CHECK(L2BytesPerCpu(l1_only) == 256 * 1024);
+  CHECK(L2BytesPerCpu(CpuidCacheReport{}) == 0);  // nothing reported: unknown
+
+  // The running CPU: nothing (off x86) or a plausible share; and where this machine's sysfs gives
+  // no L2 (as on the Zen 5 CI machine), L2BytesPerCore is CPUID's figure, so the read-ahead is on.
+  const int64_t reported = L2BytesPerCpu(ReadCpuidCacheReport());
+  CHECK(reported >= 0);
+  if (reported > 0) {
+    CHECK(reported >= 16 * 1024);
+    CHECK(reported <= int64_t{1} << 30);
+  }
+  if (L2BytesPerCoreIn("/sys/devices/system/cpu") == 0) CHECK(L2BytesPerCore() == reported);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "platform/cpu_cache.h"
 
 namespace kestrel {
 namespace {
@@ -98,7 +99,10 @@ int64_t L2BytesPerCoreIn(const std::string& cpu_dir) {
 }
 
 int64_t L2BytesPerCore() {
-  static const int64_t bytes = L2BytesPerCoreIn("/sys/devices/system/cpu");
+  static const int64_t bytes = [] {
+    const int64_t sysfs = L2BytesPerCoreIn("/sys/devices/system/cpu");
+    return sysfs > 0 ? sysfs : L2BytesPerCpu(ReadCpuidCacheReport());
+  }();
   return bytes;
 }
 
