@@ -9,9 +9,11 @@
       asked for and must be the one reported; with --kv, that KV cache type (else f16, the default).
       A third run, with --roles and --weights small-pages, must print one time-by-role line per
       result whose parts add up to its sum and whose sum fits in the run's wall time, and name the
-      weights' residence in the table. With --split-products (a model whose products are large
-      enough for the pool, e.g. the tiny synthetic Qwen3's LM head), every two-thread result must
-      also give the products' idle share and its start-wait part, and no one-thread result may.
+      weights' residence in the table, and one line of token times per decode result. JSON decode
+      results must give ordered token times and a median token's fraction near the run's. With
+      --split-products (a model whose products are large enough for the pool, e.g. the tiny
+      synthetic Qwen3's LM head), every two-thread result must also give the products' idle share
+      and its start-wait part, and no one-thread result may.
 
 A missing model (converted from ../shared) fails, unless KESTREL_ALLOW_MISSING_SHARED=1, when the
 check exits with 77, which ctest reports as skipped.
@@ -87,9 +89,25 @@ def check_json(text, backend, kv):
             of_median = positive(e, "bandwidth_fraction_of_median")
             if median > e["read_bandwidth_gbps"] * (1 + 1e-6) or of_median < fraction * (1 - 1e-6):
                 raise AssertionError(f"median bandwidth {median} or fraction of it {of_median} inconsistent in {e}")
+            check_token_times(e, fraction)
         elif "bandwidth_fraction" in e:
             raise AssertionError(f"prefill result has a bandwidth fraction: {e}")
     print(f"ok   json: {len(entries)} results, backend {entries[0]['backend']}")
+
+
+def check_token_times(e, fraction):
+    """A decode result's token times: ordered percentiles, a slowest token at least as slow as the
+    fastest run's mean token (with the 2 runs asked for, that run's rate is at most mean + stddev),
+    and the median token's fraction of the limit near the run's (the same bytes and limit, over a
+    median token rather than the mean one)."""
+    median, p90, slowest = (positive(e, k) for k in ("token_ms_median", "token_ms_p90", "token_ms_max"))
+    if not median <= p90 <= slowest:
+        raise AssertionError(f"token times not ordered (median {median}, p90 {p90}, slowest {slowest}) in {e}")
+    if slowest < 1e3 / (e["tokens_per_second"] + e["stddev"]) * (1 - 1e-3):
+        raise AssertionError(f"slowest token {slowest} ms faster than every run's mean token in {e}")
+    of_median_token = positive(e, "median_token_bandwidth_fraction")
+    if not 0.5 < of_median_token / fraction < 3.0:
+        raise AssertionError(f"median token's fraction {of_median_token} far from the run's {fraction} in {e}")
 
 
 def check_markdown(text, kv):
@@ -108,6 +126,8 @@ def check_markdown(text, kv):
 
 
 ROLES = ["qkv", "attn_output", "gate_up", "down", "lm_head", "attention", "other"]
+TOKEN_LINE = re.compile(r"^tokens (.+), (\d+) threads, ms per token: median ([0-9.]+), p90 ([0-9.]+), "
+                        r"slowest ([0-9.]+); the median token at (\d+)% of the bandwidth limit$")
 ROLE_LINE = re.compile(r"^roles (.+), (\d+) threads, ms per run: (.*) \(sum ([0-9.]+)\)"
                        r"(?:; threads idle for ([0-9.]+)% of the products' thread time"
                        r" \(([0-9.]+)% waiting to start\))?$")
@@ -147,6 +167,20 @@ def check_roles(text, stderr, split_products=False):
         seen[(m.group(1), int(m.group(2)))] = total
     if sorted(seen) != sorted(rates):
         raise AssertionError(f"roles lines for {sorted(seen)}, results for {sorted(rates)}:\n{stderr}")
+    # And a line of token times for each decode result.
+    tokens = {}
+    for line in stderr.splitlines():
+        m = TOKEN_LINE.match(line)
+        if m:
+            median, p90, slowest = (float(m.group(i)) for i in (3, 4, 5))
+            if not 0 < median <= p90 <= slowest or int(m.group(6)) <= 0:
+                raise AssertionError(f"token line malformed: {line}")
+            tokens[(m.group(1), int(m.group(2)))] = median
+        elif line.startswith("tokens "):
+            raise AssertionError(f"token line malformed: {line}")
+    decode = sorted(k for k in rates if k[0].startswith("tg"))
+    if sorted(tokens) != decode:
+        raise AssertionError(f"token lines for {sorted(tokens)}, decode results {decode}:\n{stderr}")
     for key, total in seen.items():
         check_roles_sum(total, key[0], *rates[key], key)
     print(f"ok   roles: {len(seen)} lines")

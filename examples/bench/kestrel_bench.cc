@@ -43,11 +43,15 @@ const char kUsage[] =
     "  --probe-mib N: size of the bandwidth probe's buffer (on huge pages where the OS gives them)\n"
     "  decode is set against the best of the probe's passes around each run (\"bandwidth\", \"of limit\";\n"
     "    JSON read_bandwidth_gbps, bandwidth_fraction) and the fastest probe loop's median pass (\"median\";\n"
-    "    JSON read_bandwidth_median_gbps, bandwidth_fraction_of_median)\n"
+    "    JSON read_bandwidth_median_gbps, bandwidth_fraction_of_median); JSON decode results also give\n"
+    "    the tokens' milliseconds (token_ms_median, token_ms_p90, token_ms_max: every timed token) and\n"
+    "    median_token_bandwidth_fraction (each run's median token against its limit, averaged), which a\n"
+    "    token held up by the host does not lower\n"
     "  --roles: also print, on stderr, where each test's time went (milliseconds per run by role)\n"
     "    and, on several threads, the share of the products' thread time spent waiting, to start or for\n"
     "    the last thread; with -o json each result also has \"ms_per_run_by_role\", \"product_idle_share\" and\n"
-    "    \"product_start_wait_share\" (the part of the idle share spent waiting to start)\n";
+    "    \"product_start_wait_share\" (the part of the idle share spent waiting to start); for decode, a\n"
+    "    line of the tokens' milliseconds (median, p90, slowest) and the median token's fraction of the limit\n";
 
 struct Result {
   std::string test;
@@ -60,6 +64,12 @@ struct Result {
   double median_bandwidth_gbps, median_fraction;
   kestrel::SessionTimings timings;   // summed over the timed runs
   int runs;
+  // Decode: every timed token's seconds, over all runs; and the mean over runs of the run's median
+  // token set against the run's limit. A token the host held up (another tenant, a descheduled
+  // thread) lowers the run's mean rate but not its median token, so the two apart show how much of
+  // a fraction's shortfall is such stalls rather than the kernels' rate.
+  std::vector<double> token_seconds = {};
+  double median_token_fraction = 0;
 
   // Milliseconds per run that role `role` took (--roles).
   double RoleMilliseconds(size_t role) const { return 1e3 * timings.role_seconds[role] / runs; }
@@ -92,6 +102,15 @@ double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 != 0 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The nearest-rank percentile p (0 < p <= 100) of v: the smallest value with at least p% of v at or
+// below it.
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size())));
+  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
 // Read bandwidth over a buffer much larger than the caches, allocated and paged in once.
@@ -298,7 +317,7 @@ int main(int argc, char** argv) {
       return 1;
     }
     Session& s = **session;
-    std::vector<double> pp, tg, bandwidth, fraction, median_bandwidth, median_fraction;
+    std::vector<double> pp, tg, bandwidth, fraction, median_bandwidth, median_fraction, token_seconds, token_fraction;
     SessionTimings pp_timings, tg_timings;
     auto add_timings = [&s](SessionTimings* sum) {
       for (size_t r = 0; r < sum->role_seconds.size(); ++r) sum->role_seconds[r] += s.timings().role_seconds[r];
@@ -333,15 +352,20 @@ int main(int argc, char** argv) {
         const double bw_before = rep >= 0 ? probe.Measure(threads, 3, &passes) : 0;
         int32_t next = prompt_tokens.empty() ? 1 : prompt_tokens[0];
         s.ResetTimings();
+        std::vector<double> run_tokens;  // each token's seconds, the greedy pick included
         const auto start = Clock::now();
+        auto token_start = start;
         for (int i = 0; i < gen; ++i) {
           if (auto st = s.Eval(&next, 1, true); !st.ok()) {
             std::fprintf(stderr, "kestrel-bench: %s\n", std::string(st.message()).c_str());
             return 1;
           }
           next = static_cast<int32_t>(std::max_element(s.logits(), s.logits() + c.vocab_size) - s.logits());
+          const auto token_end = Clock::now();
+          run_tokens.push_back(std::chrono::duration<double>(token_end - token_start).count());
+          token_start = token_end;
         }
-        const double rate = gen / std::chrono::duration<double>(Clock::now() - start).count();
+        const double rate = gen / std::chrono::duration<double>(token_start - start).count();
         if (rep >= 0) {
           // The better of the two probes around the run: a slow moment would flatter the fraction.
           const double bw = std::max(bw_before, probe.Measure(threads, 3, &passes));
@@ -352,6 +376,9 @@ int main(int argc, char** argv) {
           fraction.push_back(bytes_per_second / (bw * 1e9));
           median_bandwidth.push_back(BandwidthProbe::BestLoopMedian(passes));
           median_fraction.push_back(bytes_per_second / (median_bandwidth.back() * 1e9));
+          token_seconds.insert(token_seconds.end(), run_tokens.begin(), run_tokens.end());
+          token_fraction.push_back(BytesPerToken(weight_bytes, c, kv_bytes, depth, gen) / Median(run_tokens) /
+                                   (bw * 1e9));
         }
       }
     }
@@ -361,7 +388,7 @@ int main(int argc, char** argv) {
     if (gen > 0) {
       results.push_back({"tg" + std::to_string(gen) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), threads,
                          Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction), Mean(median_bandwidth),
-                         Mean(median_fraction), tg_timings, reps});
+                         Mean(median_fraction), tg_timings, reps, token_seconds, Mean(token_fraction)});
     }
   }
 
@@ -382,6 +409,13 @@ int main(int argc, char** argv) {
                      100 * r.ProductIdleShare(), 100 * r.ProductStartWaitShare());
       }
       std::fprintf(stderr, "\n");
+      if (!r.token_seconds.empty()) {
+        std::fprintf(stderr,
+                     "tokens %s, %d threads, ms per token: median %.3f, p90 %.3f, slowest %.3f; the median token at "
+                     "%.0f%% of the bandwidth limit\n",
+                     r.test.c_str(), r.threads, 1e3 * Median(r.token_seconds), 1e3 * Percentile(r.token_seconds, 90),
+                     1e3 * Percentile(r.token_seconds, 100), 100 * r.median_token_fraction);
+      }
     }
   }
   const std::string name = c.name.empty() ? ArchitectureName(c.architecture) : c.name;
@@ -412,6 +446,11 @@ int main(int argc, char** argv) {
                     r.bandwidth_gbps * 1e9 / BytesPerToken(weight_bytes, c, kv_bytes, depth, gen), r.fraction, r.fraction_stddev);
         std::printf(", \"read_bandwidth_median_gbps\": %.2f, \"bandwidth_fraction_of_median\": %.3f",
                     r.median_bandwidth_gbps, r.median_fraction);
+        std::printf(
+            ", \"token_ms_median\": %.4f, \"token_ms_p90\": %.4f, \"token_ms_max\": %.4f, "
+            "\"median_token_bandwidth_fraction\": %.3f",
+            1e3 * Median(r.token_seconds), 1e3 * Percentile(r.token_seconds, 90),
+            1e3 * Percentile(r.token_seconds, 100), r.median_token_fraction);
       }
       if (roles) {
         std::printf(", \"ms_per_run_by_role\": {");
