@@ -4,6 +4,8 @@
 // cache sizes and CPU lists parse, and malformed ones are refused; a made-up sysfs tree gives the
 // smallest per-core share of L2; where sysfs says nothing, CPUID's cache reports (made-up ones, and
 // the running CPU's) give it.
+#include "decoder/read_ahead.h"
+
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <filesystem>
@@ -11,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "decoder/read_ahead.h"
 #include "decoder/row_scheduler.h"
 #include "format/layout.h"
 #include "platform/cache_size.h"
