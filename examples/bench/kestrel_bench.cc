@@ -64,11 +64,11 @@ struct Result {
   double median_bandwidth_gbps, median_fraction;
   kestrel::SessionTimings timings;   // summed over the timed runs
   int runs;
-  // Decode: every timed token's seconds, over all runs; and the mean over runs of the run's median
-  // token set against the run's limit. A token the host held up (another tenant, a descheduled
-  // thread) lowers the run's mean rate but not its median token, so the two apart show how much of
-  // a fraction's shortfall is such stalls rather than the kernels' rate.
-  std::vector<double> token_seconds = {};
+  // Decode: the timed tokens' milliseconds over all runs (median, p90, slowest), and the mean over
+  // runs of the run's median token set against the run's limit. A token the host held up (another
+  // tenant, a descheduled thread) lowers the run's mean rate but not its median token, so the two
+  // apart show how much of a fraction's shortfall is such stalls rather than the kernels' rate.
+  double token_ms_median = 0, token_ms_p90 = 0, token_ms_max = 0;
   double median_token_fraction = 0;
 
   // Milliseconds per run that role `role` took (--roles).
@@ -369,7 +369,8 @@ int main(int argc, char** argv) {
         if (rep >= 0) {
           // The better of the two probes around the run: a slow moment would flatter the fraction.
           const double bw = std::max(bw_before, probe.Measure(threads, 3, &passes));
-          const double bytes_per_second = rate * BytesPerToken(weight_bytes, c, kv_bytes, depth, gen);
+          const double bytes_per_token = BytesPerToken(weight_bytes, c, kv_bytes, depth, gen);
+          const double bytes_per_second = rate * bytes_per_token;
           tg.push_back(rate);
           add_timings(&tg_timings);
           bandwidth.push_back(bw);
@@ -377,8 +378,7 @@ int main(int argc, char** argv) {
           median_bandwidth.push_back(BandwidthProbe::BestLoopMedian(passes));
           median_fraction.push_back(bytes_per_second / (median_bandwidth.back() * 1e9));
           token_seconds.insert(token_seconds.end(), run_tokens.begin(), run_tokens.end());
-          token_fraction.push_back(BytesPerToken(weight_bytes, c, kv_bytes, depth, gen) / Median(run_tokens) /
-                                   (bw * 1e9));
+          token_fraction.push_back(bytes_per_token / Median(run_tokens) / (bw * 1e9));
         }
       }
     }
@@ -388,7 +388,9 @@ int main(int argc, char** argv) {
     if (gen > 0) {
       results.push_back({"tg" + std::to_string(gen) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), threads,
                          Mean(tg), Stddev(tg), bw, Mean(fraction), Stddev(fraction), Mean(median_bandwidth),
-                         Mean(median_fraction), tg_timings, reps, token_seconds, Mean(token_fraction)});
+                         Mean(median_fraction), tg_timings, reps, 1e3 * Median(token_seconds),
+                         1e3 * Percentile(token_seconds, 90), 1e3 * Percentile(token_seconds, 100),
+                         Mean(token_fraction)});
     }
   }
 
@@ -409,12 +411,12 @@ int main(int argc, char** argv) {
                      100 * r.ProductIdleShare(), 100 * r.ProductStartWaitShare());
       }
       std::fprintf(stderr, "\n");
-      if (!r.token_seconds.empty()) {
+      if (r.token_ms_median > 0) {
         std::fprintf(stderr,
                      "tokens %s, %d threads, ms per token: median %.3f, p90 %.3f, slowest %.3f; the median token at "
                      "%.0f%% of the bandwidth limit\n",
-                     r.test.c_str(), r.threads, 1e3 * Median(r.token_seconds), 1e3 * Percentile(r.token_seconds, 90),
-                     1e3 * Percentile(r.token_seconds, 100), 100 * r.median_token_fraction);
+                     r.test.c_str(), r.threads, r.token_ms_median, r.token_ms_p90, r.token_ms_max,
+                     100 * r.median_token_fraction);
       }
     }
   }
@@ -449,8 +451,7 @@ int main(int argc, char** argv) {
         std::printf(
             ", \"token_ms_median\": %.4f, \"token_ms_p90\": %.4f, \"token_ms_max\": %.4f, "
             "\"median_token_bandwidth_fraction\": %.3f",
-            1e3 * Median(r.token_seconds), 1e3 * Percentile(r.token_seconds, 90),
-            1e3 * Percentile(r.token_seconds, 100), r.median_token_fraction);
+            r.token_ms_median, r.token_ms_p90, r.token_ms_max, r.median_token_fraction);
       }
       if (roles) {
         std::printf(", \"ms_per_run_by_role\": {");
